@@ -1,0 +1,160 @@
+"""The decision contract shared by the operator and the simulator.
+
+The operator builds an `Observation` from Prometheus and the Kubernetes API, the simulator builds
+the same object from its own scrape model; both hand it to `scaling.decide` with a `Policy`
+(the spec, converted) and the `ScalerState` read back from status. Time is always an argument
+(seconds since the Unix epoch in the operator, seconds since trace start in the simulator).
+Every value that can be unknown is `None`, never zero: "no data" and "idle" are different facts.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class MetricsState(enum.StrEnum):
+    COMPLETE = "Complete"  # every ready pod reported fresh samples
+    PARTIAL = "Partial"  # some ready pods reported; missing pods are treated conservatively
+    MISSING = "Missing"  # nothing usable: hold the current count
+    STALE = "Stale"  # samples exist but are older than staleAfter: hold
+
+
+class Reason(enum.StrEnum):
+    """Why a recommendation or a clamp produced its number. Shown in status, Events and metrics."""
+
+    KV_CACHE = "KVCacheSaturation"
+    QUEUE = "QueueBacklog"
+    SLO_TTFT = "TTFTAboveSLO"
+    SLO_ITL = "ITLAboveSLO"
+    CAPACITY = "CapacityForecast"
+    SCHEDULE = "ScheduleFloor"
+    CURRENT = "Current"
+    WITHIN_TOLERANCE = "WithinTolerance"
+    STABILIZING = "ScaleDownStabilizing"
+    RATE_LIMITED = "RateLimited"
+    MIN_REPLICAS = "MinReplicas"
+    MAX_REPLICAS = "MaxReplicas"
+    CONSOLIDATION_REFUSED = "ConsolidationRefused"
+    METRICS_MISSING = "MetricsMissing"
+    METRICS_STALE = "MetricsStale"
+    SCALE_UP_PENDING = "ScaleUpInProgress"
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One tick's view of one InferenceService. Sums are over the target's pods."""
+
+    at: float
+    current_replicas: int  # the target's spec.replicas (what the operator last wrote or a human set)
+    ready_replicas: int  # pods Ready
+    pending_replicas: int = 0  # pods created but not Ready (they count as supply on the way)
+    pods_reporting: int = 0  # pods with fresh engine metrics
+    state: MetricsState = MetricsState.MISSING
+    kv_cache_utilization: float | None = None  # mean over reporting pods, 0..1
+    kv_cache_utilization_max: float | None = None  # peak over reporting pods (max_over_time)
+    waiting: float | None = None  # sum of vllm:num_requests_waiting
+    running: float | None = None  # sum of vllm:num_requests_running
+    ttft_p95: float | None = None  # seconds, from the TTFT histogram
+    itl_mean: float | None = None  # seconds, rate(_sum)/rate(_count)
+    request_rate: float | None = None  # requests/s finishing (vllm:request_success_total)
+    prompt_token_rate: float | None = None  # tokens/s
+    generation_token_rate: float | None = None  # tokens/s
+    newest_sample_at: float | None = None  # timestamp of the freshest sample, for staleness
+    capacity_blocked_replicas: int = 0  # pods Pending for lack of GPUs beyond the timeout
+
+
+@dataclass(frozen=True)
+class RateSample:
+    at: float
+    value: float
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A known peak: a floor of `min_replicas` during `duration` seconds after each cron match."""
+
+    cron: str
+    duration: float
+    min_replicas: int
+
+
+@dataclass(frozen=True)
+class ScaleRule:
+    stabilization_window: float  # seconds
+    max_change_percent: float | None  # 100.0 means at most double (up) / remove all-but-min (down)
+    max_change_pods: int | None  # absolute pods per period; the larger of the two limits applies
+    period: float = 60.0  # seconds over which the change limit is counted
+
+
+@dataclass(frozen=True)
+class Policy:
+    min_replicas: int
+    max_replicas: int
+    interval: float = 10.0
+    tolerance: float = 0.1
+    slo_ttft_p95: float | None = 0.5  # seconds; None disables the signal
+    slo_itl_mean: float | None = 0.05
+    target_kv_cache: float = 0.8
+    target_waiting_per_replica: float = 4.0
+    scale_up: ScaleRule = field(default_factory=lambda: ScaleRule(0.0, 100.0, 4, 15.0))
+    scale_down: ScaleRule = field(default_factory=lambda: ScaleRule(300.0, 50.0, None, 60.0))
+    stale_after: float = 60.0
+    time_to_ready_prior: float = 180.0  # seconds; replaced by the measured value in state
+    predictive: bool = True
+    schedules: tuple[Schedule, ...] = ()
+    # Requests/s one replica sustains at the SLO, from the perf model; learned online replaces it.
+    capacity_prior_rps: float | None = None
+
+
+@dataclass(frozen=True)
+class TimedReplicas:
+    at: float
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ScaleEvent:
+    at: float
+    from_replicas: int
+    to_replicas: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class ScalerState:
+    """Everything a decision needs from the past. Round-trips through status (see to_status/from_status
+    in scaling.state), so an operator restart neither forgets a window nor shortens it."""
+
+    recommendations: tuple[TimedReplicas, ...] = ()  # raw recommendations within the longest window
+    scale_events: tuple[ScaleEvent, ...] = ()  # recent actions, for rate limits and history
+    time_to_ready: float | None = None  # measured seconds from pod creation to Ready
+    capacity_rps: float | None = None  # learned per-replica request rate at the SLO
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    signal: Reason
+    replicas: int
+    value: float | None  # the observed or forecast quantity behind it
+    target: float | None  # its set-point
+    message: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    replicas: int  # what to write to /scale (== current when holding)
+    current: int
+    reason: Reason  # the reason that determined `replicas` (the winning signal or the last clamp)
+    message: str  # one human sentence: "KV cache 95% > 80% target on 2 replicas -> 3"
+    recommendations: tuple[Recommendation, ...]
+    limits: tuple[Reason, ...]  # clamps that changed the number, in the order applied
+    metrics_available: bool
+    slo_met: bool | None  # None when latency is unknown
+    forecast_rps: float | None
+    horizon: float  # the lead time used, seconds
+    state: ScalerState
+
+    @property
+    def changed(self) -> bool:
+        return self.replicas != self.current
