@@ -62,6 +62,7 @@ class Observation:
     generation_token_rate: float | None = None  # tokens/s
     newest_sample_at: float | None = None  # timestamp of the freshest sample, for staleness
     capacity_blocked_replicas: int = 0  # pods Pending for lack of GPUs beyond the timeout
+    gpu_utilization: float | None = None  # mean DCGM-style busy fraction (only baselines use it)
 
 
 @dataclass(frozen=True)
