@@ -1,0 +1,76 @@
+# inferscale: the two commands a newcomer needs are `make demo` and `make test`.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup tools cluster cluster-down cluster-status lint test test-unit test-e2e demo \
+        bench-sim bench-operator crds verify clean
+
+## setup: Python venv with the package and test tools, Debian's prometheus
+setup: $(STAMP) prometheus-installed
+
+$(STAMP): pyproject.toml requirements.lock
+	@command -v python3.11 >/dev/null || command -v python3 >/dev/null || { echo "Python 3.11 is required" >&2; exit 1; }
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test]'
+	touch $@
+
+.PHONY: prometheus-installed
+prometheus-installed:
+	@command -v prometheus >/dev/null || { \
+	  echo "installing Debian's prometheus package"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+
+## tools: build kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok, helm from Go modules (cached)
+tools:
+	bash e2e/build-tools.sh
+
+## cluster: start (or reuse) the local control plane, GPU nodes and Prometheus; writes .e2e/env
+cluster: setup
+	bash e2e/cluster.sh up
+
+cluster-down:
+	bash e2e/cluster.sh down
+
+cluster-status:
+	bash e2e/cluster.sh status
+
+## lint: ruff, formatting, mypy, import layering
+lint: $(STAMP)
+	$(VENV)/bin/ruff check operator tests e2e
+	$(VENV)/bin/ruff format --check operator tests e2e
+	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
+
+## test: lint, unit tests and e2e tests (the e2e fixtures start the local cluster when needed)
+test: setup lint
+	$(VENV)/bin/pytest
+
+test-unit: $(STAMP)
+	$(VENV)/bin/pytest tests/unit
+
+test-e2e: setup
+	$(VENV)/bin/pytest tests/e2e
+
+## demo: the local stack, the chart, the operator and a replayed trace, watched live
+demo: setup
+	bash e2e/demo.sh
+
+## bench-sim: replay every trace against inferscale, the peers and the oracle; writes docs/benchmarks.md
+bench-sim: $(STAMP)
+	$(PY) -m inferscale.sim.bench
+
+## bench-operator: operator scale benchmark on the local cluster; writes docs/operator-benchmark.md
+bench-operator: setup
+	$(PY) -m e2e.bench_operator
+
+## crds: regenerate the CRD from the pydantic models
+crds: $(STAMP)
+	$(VENV)/bin/inferscale crd > crds/inferscale.dev_inferenceservices.yaml
+	cp crds/inferscale.dev_inferenceservices.yaml charts/inferscale/crds/
+
+clean: cluster-down
+	rm -rf .e2e .demo

@@ -1,0 +1,70 @@
+"""E2e tests run by default, against the local stack (started when needed) or, when KUBECONFIG
+names another cluster, against that one. Opt out explicitly with INFERSCALE_SKIP_E2E=1."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.e2e.cluster import E2E_DIR, REPO, Cluster, eventually, external_cluster, start_local_cluster
+
+_SKIP = os.environ.get("INFERSCALE_SKIP_E2E", "") not in ("", "0")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.fspath).startswith(here):
+            item.add_marker(pytest.mark.e2e)
+            if _SKIP:
+                item.add_marker(pytest.mark.skip(reason="INFERSCALE_SKIP_E2E is set: e2e tests skipped on request"))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if _SKIP:
+        return "e2e: SKIPPED (INFERSCALE_SKIP_E2E is set)"
+    kc = os.environ.get("KUBECONFIG")
+    if kc and os.path.abspath(kc) != str(E2E_DIR / "kubeconfig"):
+        return f"e2e: against the cluster in KUBECONFIG={kc}"
+    return "e2e: against the local stack (e2e/cluster.sh up; reused if running)"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    kc = os.environ.get("KUBECONFIG")
+    if kc and os.path.abspath(kc) != str(E2E_DIR / "kubeconfig"):
+        yield external_cluster(kc)
+        return
+    was_running = subprocess.run(
+        ["bash", str(REPO / "e2e" / "cluster.sh"), "status"], capture_output=True, text=True, check=False
+    ).stdout.count(": running")
+    c = start_local_cluster()
+    yield c
+    # Leave a cluster that was already running (make cluster) as it was; stop one we started.
+    if not was_running and not os.environ.get("INFERSCALE_KEEP_CLUSTER"):
+        subprocess.run(["bash", str(REPO / "e2e" / "cluster.sh"), "down"], check=False)
+
+
+@pytest.fixture
+def local_cluster(cluster: Cluster) -> Cluster:
+    if not cluster.local:
+        pytest.skip("needs the local stack (kwok GPU nodes and pod delays)")
+    return cluster
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", name)
+    # Pods are refused until the controller-manager has created the namespace's default ServiceAccount.
+    eventually(
+        lambda: cluster.kubectl("get", "serviceaccount", "default", "-n", name, check=False).returncode == 0,
+        60,
+        f"the default ServiceAccount in {name}",
+    )
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
