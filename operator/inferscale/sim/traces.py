@@ -1,0 +1,461 @@
+"""Trace loaders: request traces (Azure CSV, Mooncake JSONL) and ServeGen rate curves.
+
+Formats (auto-detected from the first line):
+- ``azure``: CSV header ``TIMESTAMP,ContextTokens,GeneratedTokens``; TIMESTAMP is a naive datetime
+  (any number of fractional digits). Arrivals are made relative to the first request.
+- ``mooncake``: JSON lines with ``timestamp`` (ms from start), ``input_length``, ``output_length``.
+- ``servegen``: 10-minute aggregates ``window_start_s,total_rate_rps,...,mean_input_tokens,
+  mean_output_tokens,...``. Requests are generated per window by a seeded Poisson process (the count
+  is Poisson(rate·window), arrivals uniform in the window) with lognormal token lengths whose mean is
+  the window's mean. A window with rate 0 is a collection gap, not idle traffic: its rate and token
+  means are interpolated linearly between the nearest valid windows (carried at the ends).
+
+Scaling, applied in this order: ``time_scale`` X divides every timestamp by X (request traces get
+X times the rate; a ServeGen curve keeps its rates on X-times shorter windows); ``rate_scale`` X
+multiplies the rate on the same time axis (request traces: each request is kept floor(X) times plus
+once more with probability frac(X); extra copies land uniformly between the original and the next
+arrival, so the local rate shape is kept; ServeGen: the rate is multiplied); ``duration`` truncates
+(seconds on the scaled axis). Everything is deterministic per ``seed``. ServeGen windows draw from
+their own seeded stream, so chunked generation equals the whole.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import json
+import math
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from inferscale.sim.requests import Request, Trace
+
+TRACE_FORMATS = ("azure", "mooncake", "servegen")
+
+AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+SERVEGEN_COLUMNS = ("window_start_s", "total_rate_rps", "mean_input_tokens", "mean_output_tokens")
+
+# Lognormal shape of generated token lengths, fitted to the Azure conversation trace's p99/mean
+# (input 4142/1155 -> sigma 0.65; output 601/211 -> sigma 0.5). ServeGen publishes means only.
+INPUT_SIGMA = 0.65
+OUTPUT_SIGMA = 0.5
+
+_TIMESTAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)$")
+
+
+class TraceError(ValueError):
+    """A trace file or a loader argument is unusable. The message names the file and line."""
+
+
+class RatePoint(NamedTuple):
+    t: float  # window start, seconds since trace start
+    rate: float  # requests/s over the window
+    mean_input: float | None  # None when the window holds no request (unknown, not zero)
+    mean_output: float | None
+
+
+@dataclass(frozen=True)
+class RequestArrays:
+    """Requests as columns, sorted by arrival: the form to use when a trace has millions of requests."""
+
+    arrival: npt.NDArray[np.float64]
+    input_tokens: npt.NDArray[np.int64]
+    output_tokens: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.arrival.size)
+
+    def to_requests(self) -> tuple[Request, ...]:
+        return tuple(
+            Request(a, i, o)
+            for a, i, o in zip(
+                self.arrival.tolist(), self.input_tokens.tolist(), self.output_tokens.tolist(), strict=True
+            )
+        )
+
+
+def detect_format(path: Path) -> str:
+    first = _first_line(path)
+    if first.startswith(",".join(AZURE_HEADER)):
+        return "azure"
+    if first.startswith("window_start_s,"):
+        return "servegen"
+    if first.startswith("{"):
+        return "mooncake"
+    raise TraceError(
+        f"{path}:1: cannot tell the trace format from the first line {first[:60]!r}; "
+        f"pass fmt as one of {', '.join(TRACE_FORMATS)}"
+    )
+
+
+def load_trace(
+    path: str | Path,
+    fmt: str | None = None,
+    rate_scale: float = 1.0,
+    time_scale: float = 1.0,
+    duration: float | None = None,
+    seed: int = 0,
+) -> Trace:
+    arrays, span = load_request_arrays(path, fmt, rate_scale, time_scale, duration, seed)
+    return Trace(name=Path(path).stem, requests=arrays.to_requests(), duration=span)
+
+
+def load_request_arrays(
+    path: str | Path,
+    fmt: str | None = None,
+    rate_scale: float = 1.0,
+    time_scale: float = 1.0,
+    duration: float | None = None,
+    seed: int = 0,
+) -> tuple[RequestArrays, float]:
+    """All requests as columns, and the duration covered (seconds on the scaled axis)."""
+    chunks, span = _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed)
+    parts = list(chunks)
+    if not parts:
+        return _empty(), span
+    return (
+        RequestArrays(
+            np.concatenate([p.arrival for p in parts]),
+            np.concatenate([p.input_tokens for p in parts]),
+            np.concatenate([p.output_tokens for p in parts]),
+        ),
+        span,
+    )
+
+
+def iter_request_chunks(
+    path: str | Path,
+    fmt: str | None = None,
+    rate_scale: float = 1.0,
+    time_scale: float = 1.0,
+    duration: float | None = None,
+    seed: int = 0,
+) -> tuple[Iterator[RequestArrays], float]:
+    """Requests in arrival order, lazily: one chunk per ServeGen window (a request trace is one chunk).
+    Returns the iterator and the duration covered."""
+    return _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed)
+
+
+def load_rate_curve(
+    path: str | Path,
+    fmt: str | None = None,
+    rate_scale: float = 1.0,
+    time_scale: float = 1.0,
+    duration: float | None = None,
+    window: float = 60.0,
+) -> list[RatePoint]:
+    """The expected request rate over time, for aggregate simulation. ServeGen keeps its own windows
+    (gaps filled); a request trace is binned into `window`-second bins of its time-scaled arrivals,
+    with the rate multiplied by `rate_scale` (the expectation of the seeded thinning/replication)."""
+    p = Path(path)
+    _check_scales(p, rate_scale, time_scale, duration)
+    if window <= 0:
+        raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
+    kind = fmt if fmt is not None else detect_format(p)
+    if kind == "servegen":
+        curve, win = _servegen_curve(p, rate_scale, time_scale)
+        end = len(curve) * win if duration is None else min(duration, len(curve) * win)
+        return [pt for pt in curve if pt.t < end]
+    arrays, span = _request_trace(p, kind, time_scale)
+    if duration is not None:
+        keep = arrays.arrival < duration
+        arrays = RequestArrays(arrays.arrival[keep], arrays.input_tokens[keep], arrays.output_tokens[keep])
+        span = min(span, duration)
+    return [pt._replace(rate=pt.rate * rate_scale) for pt in _bin(arrays, span, window)]
+
+
+def rate_curve(trace: Trace, window: float) -> list[RatePoint]:
+    """A trace's request rate and mean token lengths per `window`-second bin, from its start to its end."""
+    if window <= 0:
+        raise ValueError(f"window must be > 0 seconds, got {window}")
+    reqs = trace.requests
+    arrays = RequestArrays(
+        np.fromiter((r.arrival for r in reqs), np.float64, len(reqs)),
+        np.fromiter((r.input_tokens for r in reqs), np.int64, len(reqs)),
+        np.fromiter((r.output_tokens for r in reqs), np.int64, len(reqs)),
+    )
+    return _bin(arrays, trace.duration, window)
+
+
+def _bin(arrays: RequestArrays, span: float, window: float) -> list[RatePoint]:
+    n_bins = max(1, math.ceil(span / window))
+    idx = np.minimum((arrays.arrival // window).astype(np.int64), n_bins - 1)
+    counts = np.bincount(idx, minlength=n_bins)
+    sum_in = np.bincount(idx, weights=arrays.input_tokens, minlength=n_bins)
+    sum_out = np.bincount(idx, weights=arrays.output_tokens, minlength=n_bins)
+    points = []
+    for b in range(n_bins):
+        c = int(counts[b])
+        points.append(
+            RatePoint(
+                b * window,
+                c / window,
+                float(sum_in[b] / c) if c else None,
+                float(sum_out[b] / c) if c else None,
+            )
+        )
+    return points
+
+
+def _chunks(
+    path: Path, fmt: str | None, rate_scale: float, time_scale: float, duration: float | None, seed: int
+) -> tuple[Iterator[RequestArrays], float]:
+    _check_scales(path, rate_scale, time_scale, duration)
+    kind = fmt if fmt is not None else detect_format(path)
+    if kind == "servegen":
+        curve, win = _servegen_curve(path, rate_scale, time_scale)
+        span = len(curve) * win if duration is None else min(duration, len(curve) * win)
+        return _servegen_requests(curve, win, span, seed), span
+    arrays, span = _request_trace(path, kind, time_scale)
+    arrays = _rescale_rate(arrays, span, rate_scale, seed)
+    if duration is not None:
+        keep = arrays.arrival < duration
+        arrays = RequestArrays(arrays.arrival[keep], arrays.input_tokens[keep], arrays.output_tokens[keep])
+        span = min(span, duration)
+    return iter([arrays]), span
+
+
+def _check_scales(path: Path, rate_scale: float, time_scale: float, duration: float | None) -> None:
+    if not (math.isfinite(rate_scale) and rate_scale > 0):
+        raise TraceError(f"{path}: rate_scale must be a finite number > 0, got {rate_scale}")
+    if not (math.isfinite(time_scale) and time_scale > 0):
+        raise TraceError(f"{path}: time_scale must be a finite number > 0, got {time_scale}")
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise TraceError(f"{path}: duration must be a finite number of seconds > 0, got {duration}")
+
+
+def _request_trace(path: Path, kind: str, time_scale: float) -> tuple[RequestArrays, float]:
+    if kind == "azure":
+        arrival, inp, out = _read_azure(path)
+    elif kind == "mooncake":
+        arrival, inp, out = _read_mooncake(path)
+    else:
+        raise TraceError(f"{path}: unknown trace format {kind!r}; known: {', '.join(TRACE_FORMATS)}")
+    if not arrival:
+        raise TraceError(f"{path}: the trace holds no request")
+    t = np.asarray(arrival, np.float64)
+    order = np.argsort(t, kind="stable")
+    t = (t[order] - t[order[0]]) / time_scale
+    arrays = RequestArrays(t, np.asarray(inp, np.int64)[order], np.asarray(out, np.int64)[order])
+    return arrays, float(t[-1])
+
+
+def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: int) -> RequestArrays:
+    if rate_scale == 1.0:
+        return arrays
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A7E]))
+    n = len(arrays)
+    copies = math.floor(rate_scale) + (rng.random(n) < rate_scale - math.floor(rate_scale))
+    src = np.repeat(np.arange(n), copies)
+    # The first copy of a request keeps its time; later copies fall before the next arrival.
+    first = np.ones(src.size, dtype=bool)
+    first[1:] = src[1:] != src[:-1]
+    gap = np.diff(arrays.arrival, append=arrays.arrival[-1] + (span / n if n else 0.0))
+    jitter = np.where(first, 0.0, rng.random(src.size) * gap[src])
+    arrival = arrays.arrival[src] + jitter
+    order = np.argsort(arrival, kind="stable")
+    return RequestArrays(arrival[order], arrays.input_tokens[src][order], arrays.output_tokens[src][order])
+
+
+def _read_azure(path: Path) -> tuple[list[float], list[int], list[int]]:
+    arrival: list[float] = []
+    inp: list[int] = []
+    out: list[int] = []
+    # Seconds from the first day seen: absolute epoch seconds would cost float precision.
+    epoch_days: dict[str, float] = {}
+    first_day: int | None = None
+    with _open(path) as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header is None or tuple(h.strip() for h in header[:3]) != AZURE_HEADER:
+            raise TraceError(f"{path}:1: expected header {','.join(AZURE_HEADER)}, got {header}")
+        for row in reader:
+            line = reader.line_num
+            if not row:
+                continue
+            if len(row) < 3:
+                raise TraceError(f"{path}:{line}: expected 3 columns, got {len(row)}: {row}")
+            m = _TIMESTAMP.match(row[0].strip())
+            if m is None:
+                raise TraceError(f"{path}:{line}: TIMESTAMP {row[0]!r} is not 'YYYY-MM-DD HH:MM:SS[.fraction]'")
+            day = m.group(1)
+            if day not in epoch_days:
+                try:
+                    ordinal = dt.date.fromisoformat(day).toordinal()
+                    first_day = ordinal if first_day is None else first_day
+                    epoch_days[day] = (ordinal - first_day) * 86400.0
+                except ValueError as e:
+                    raise TraceError(f"{path}:{line}: TIMESTAMP {row[0]!r}: {e}") from None
+            hh, mm, ss = int(m.group(2)), int(m.group(3)), float(m.group(4))
+            if hh > 23 or mm > 59 or ss >= 61:
+                raise TraceError(f"{path}:{line}: TIMESTAMP {row[0]!r} has an impossible time of day")
+            arrival.append(epoch_days[day] + hh * 3600 + mm * 60 + ss)
+            inp.append(_tokens(path, line, "ContextTokens", row[1], minimum=0))
+            out.append(_tokens(path, line, "GeneratedTokens", row[2], minimum=1))
+    return arrival, inp, out
+
+
+def _read_mooncake(path: Path) -> tuple[list[float], list[int], list[int]]:
+    arrival: list[float] = []
+    inp: list[int] = []
+    out: list[int] = []
+    with _open(path) as f:
+        for line, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise TraceError(f"{path}:{line}: not valid JSON: {e.msg} at column {e.colno}") from None
+            if not isinstance(obj, dict):
+                raise TraceError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
+            for key in ("timestamp", "input_length", "output_length"):
+                if key not in obj:
+                    raise TraceError(f"{path}:{line}: missing field {key!r}")
+            ts = obj["timestamp"]
+            if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
+                raise TraceError(f"{path}:{line}: timestamp must be a number of ms >= 0, got {ts!r}")
+            arrival.append(ts / 1000.0)
+            inp.append(_tokens(path, line, "input_length", obj["input_length"], minimum=0))
+            out.append(_tokens(path, line, "output_length", obj["output_length"], minimum=1))
+    return arrival, inp, out
+
+
+def _tokens(path: Path, line: int, field: str, raw: object, minimum: int) -> int:
+    value: int | None = None
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        value = raw
+    elif isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
+        value = int(raw.strip())
+    if value is None or value < minimum:
+        raise TraceError(f"{path}:{line}: {field} must be an integer >= {minimum}, got {raw!r}")
+    return value
+
+
+def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[list[RatePoint], float]:
+    """Windows with gaps filled, on the scaled axis, and the scaled window length."""
+    starts: list[float] = []
+    rates: list[float] = []
+    ins: list[float | None] = []
+    outs: list[float | None] = []
+    with _open(path) as f:
+        reader = csv.DictReader(f)
+        missing = [c for c in SERVEGEN_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise TraceError(f"{path}:1: ServeGen header lacks column(s) {', '.join(missing)}")
+        for row in reader:
+            line = reader.line_num
+            start = _number(path, line, "window_start_s", row["window_start_s"])
+            rate = _number(path, line, "total_rate_rps", row["total_rate_rps"])
+            if start is None or rate is None or rate < 0:
+                raise TraceError(f"{path}:{line}: window_start_s and total_rate_rps must be numbers, rate >= 0")
+            if starts and start <= starts[-1]:
+                raise TraceError(f"{path}:{line}: window_start_s {start} does not increase")
+            starts.append(start)
+            rates.append(rate)
+            mean_in = _number(path, line, "mean_input_tokens", row["mean_input_tokens"])
+            mean_out = _number(path, line, "mean_output_tokens", row["mean_output_tokens"])
+            valid = rate > 0
+            ins.append(mean_in if valid and mean_in is not None and mean_in > 0 else None)
+            outs.append(mean_out if valid and mean_out is not None and mean_out > 0 else None)
+    if not starts:
+        raise TraceError(f"{path}: the rate curve holds no window")
+    if len(starts) > 1:
+        steps = np.diff(np.asarray(starts))
+        if not np.allclose(steps, steps[0]):
+            bad = int(np.argmax(~np.isclose(steps, steps[0])))
+            raise TraceError(
+                f"{path}:{bad + 3}: windows must be evenly spaced ({steps[0]} s), found a {steps[bad]} s step"
+            )
+        window = float(steps[0])
+    else:
+        window = 600.0
+    rate_filled = _fill_gaps(path, "total_rate_rps", [r if r > 0 else None for r in rates])
+    in_filled = _fill_gaps(path, "mean_input_tokens", ins)
+    out_filled = _fill_gaps(path, "mean_output_tokens", outs)
+    win = window / time_scale
+    curve = [
+        RatePoint((s - starts[0]) / time_scale, r * rate_scale, i, o)
+        for s, r, i, o in zip(starts, rate_filled, in_filled, out_filled, strict=True)
+    ]
+    return curve, win
+
+
+def _fill_gaps(path: Path, column: str, values: list[float | None]) -> list[float]:
+    known = np.array([v is not None for v in values])
+    if not known.any():
+        raise TraceError(f"{path}: every window lacks {column} (all are collection gaps)")
+    x = np.arange(len(values), dtype=np.float64)
+    y = np.array([v if v is not None else np.nan for v in values], dtype=np.float64)
+    # np.interp carries the first/last known value beyond the ends.
+    filled = np.interp(x, x[known], y[known])
+    return [float(v) for v in filled]
+
+
+def _number(path: Path, line: int, column: str, raw: str | None) -> float | None:
+    if raw is None or not raw.strip():
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        raise TraceError(f"{path}:{line}: {column} {raw!r} is not a number") from None
+    if not math.isfinite(value):
+        raise TraceError(f"{path}:{line}: {column} {raw!r} is not finite")
+    return value
+
+
+def _servegen_requests(curve: list[RatePoint], win: float, span: float, seed: int) -> Iterator[RequestArrays]:
+    for i, pt in enumerate(curve):
+        if pt.t >= span:
+            return
+        rng = np.random.default_rng(np.random.SeedSequence([seed, i]))
+        length = min(win, span - pt.t)
+        n = int(rng.poisson(pt.rate * length))
+        arrival = pt.t + np.sort(rng.random(n)) * length
+        assert pt.mean_input is not None and pt.mean_output is not None  # gaps are filled
+        inp = _lognormal_tokens(rng, pt.mean_input, INPUT_SIGMA, n, minimum=1)
+        out = _lognormal_tokens(rng, pt.mean_output, OUTPUT_SIGMA, n, minimum=1)
+        yield RequestArrays(arrival, inp, out)
+
+
+def _lognormal_tokens(
+    rng: np.random.Generator, mean: float, sigma: float, n: int, minimum: int
+) -> npt.NDArray[np.int64]:
+    mu = math.log(mean) - sigma * sigma / 2  # so that E[X] = mean
+    return np.maximum(np.rint(rng.lognormal(mu, sigma, n)), minimum).astype(np.int64)
+
+
+def _empty() -> RequestArrays:
+    return RequestArrays(np.empty(0, np.float64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
+@contextmanager
+def _open(path: Path) -> Iterator[TextIO]:
+    try:
+        f = path.open(encoding="utf-8", newline="")
+    except FileNotFoundError:
+        raise TraceError(f"{path}: no such trace file") from None
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read the trace file: {e.strerror}") from None
+    with f:
+        try:
+            yield f
+        except UnicodeDecodeError as e:
+            raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except csv.Error as e:
+            raise TraceError(f"{path}: malformed CSV: {e}") from None
+
+
+def _first_line(path: Path) -> str:
+    with _open(path) as f:
+        for text in f:
+            if text.strip():
+                return text.strip()
+    raise TraceError(f"{path}: the file is empty")

@@ -1,0 +1,247 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inferscale.sim.traces import (
+    TraceError,
+    detect_format,
+    iter_request_chunks,
+    load_rate_curve,
+    load_request_arrays,
+    load_trace,
+    rate_curve,
+)
+
+TRACES = Path("/work/shared/traces")
+AZURE = TRACES / "AzureLLMInferenceTrace_conv.csv"
+MOONCAKE = TRACES / "synthetic_trace.jsonl"
+SERVEGEN = TRACES / "m-mid_aggregate_10min.csv"
+SERVEGEN_SMALL = TRACES / "m-small_aggregate_10min.csv"
+
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present")
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+SERVEGEN_HEADER = (
+    "window_start_s,total_rate_rps,active_clients,mean_input_tokens,mean_output_tokens,token_info_rate_fraction\n"
+)
+
+
+# --- the real files -------------------------------------------------------------------------------
+
+
+@needs_traces
+def test_azure_conv_counts_and_shape() -> None:
+    trace = load_trace(AZURE)
+    assert len(trace.requests) == 19_366
+    assert trace.requests[0].arrival == 0.0
+    assert trace.duration == pytest.approx(3501.721937, abs=1e-6)  # 7-digit fractions kept
+    arrivals = [r.arrival for r in trace.requests]
+    assert arrivals == sorted(arrivals)
+    assert np.mean([r.input_tokens for r in trace.requests]) == pytest.approx(1155, rel=0.01)
+    assert np.mean([r.output_tokens for r in trace.requests]) == pytest.approx(211, rel=0.01)
+    assert trace.name == "AzureLLMInferenceTrace_conv"
+
+
+@needs_traces
+def test_mooncake_counts_and_ms_timestamps() -> None:
+    trace = load_trace(MOONCAKE)
+    assert len(trace.requests) == 3_993
+    assert trace.duration == pytest.approx(1022.025)
+    assert np.mean([r.input_tokens for r in trace.requests]) == pytest.approx(15_326, rel=0.01)
+
+
+@needs_traces
+@pytest.mark.parametrize("path", [SERVEGEN, SERVEGEN_SMALL])
+def test_servegen_curve_is_14_days_of_10_minute_windows_without_gaps(path: Path) -> None:
+    curve = load_rate_curve(path)
+    assert len(curve) == 14 * 24 * 6
+    assert curve[1].t - curve[0].t == 600.0
+    assert all(p.rate > 0 and p.mean_input and p.mean_output for p in curve)
+
+
+@needs_traces
+def test_format_detection() -> None:
+    assert detect_format(AZURE) == "azure"
+    assert detect_format(MOONCAKE) == "mooncake"
+    assert detect_format(SERVEGEN) == "servegen"
+
+
+# --- scaling ----------------------------------------------------------------------------------------
+
+
+@needs_traces
+def test_time_scale_compresses_timestamps() -> None:
+    base = load_trace(MOONCAKE)
+    fast = load_trace(MOONCAKE, time_scale=4)
+    assert len(fast.requests) == len(base.requests)
+    assert fast.duration == pytest.approx(base.duration / 4)
+    assert fast.requests[100].arrival == pytest.approx(base.requests[100].arrival / 4)
+
+
+@needs_traces
+@pytest.mark.parametrize("scale", [0.3, 1.0, 2.5, 7.0])
+def test_rate_scale_multiplies_the_count_on_the_same_axis(scale: float) -> None:
+    base = load_trace(AZURE)
+    scaled = load_trace(AZURE, rate_scale=scale, seed=3)
+    frac = scale % 1
+    assert len(scaled.requests) == pytest.approx(scale * 19_366, abs=1 + 4 * (19_366 * frac * (1 - frac)) ** 0.5)
+    assert scaled.duration == base.duration
+    arrivals = np.array([r.arrival for r in scaled.requests])
+    assert np.all(np.diff(arrivals) >= 0)
+    # The shape over time is kept: per-10-minute counts scale uniformly.
+    base_counts = np.histogram([r.arrival for r in base.requests], bins=6, range=(0, base.duration))[0]
+    counts = np.histogram(arrivals, bins=6, range=(0, base.duration))[0]
+    assert counts / base_counts == pytest.approx(np.full(6, scale), rel=0.08)
+
+
+def test_replicated_copies_do_not_arrive_together(tmp_path: Path) -> None:
+    lines = "".join(f'{{"timestamp": {i * 1000}, "input_length": 10, "output_length": 5}}\n' for i in range(50))
+    trace = load_trace(write(tmp_path, "t.jsonl", lines), rate_scale=3)
+    assert len(trace.requests) == 150
+    arrivals = [r.arrival for r in trace.requests]
+    assert len(set(arrivals)) == 150
+
+
+@needs_traces
+def test_servegen_rate_scale_and_time_scale() -> None:
+    base = load_rate_curve(SERVEGEN)
+    scaled = load_rate_curve(SERVEGEN, rate_scale=0.01, time_scale=10)
+    assert scaled[5].rate == pytest.approx(base[5].rate * 0.01)
+    assert scaled[5].t == pytest.approx(base[5].t / 10)
+    assert scaled[5].mean_input == base[5].mean_input
+
+
+@needs_traces
+def test_duration_truncates() -> None:
+    trace = load_trace(AZURE, duration=600)
+    assert trace.duration == 600
+    assert all(r.arrival < 600 for r in trace.requests)
+    assert 0 < len(trace.requests) < 19_366
+    assert len(load_rate_curve(SERVEGEN, duration=86_400)) == 144
+    assert load_trace(MOONCAKE, duration=1e9).duration == pytest.approx(1022.025)
+
+
+@needs_traces
+def test_seeds_are_deterministic_and_distinct() -> None:
+    a = load_trace(AZURE, rate_scale=1.7, seed=1)
+    b = load_trace(AZURE, rate_scale=1.7, seed=1)
+    c = load_trace(AZURE, rate_scale=1.7, seed=2)
+    assert a == b
+    assert a.requests != c.requests
+
+
+@needs_traces
+def test_servegen_generation_matches_the_curve_and_is_chunk_stable() -> None:
+    day = 86_400.0
+    arrays, span = load_request_arrays(SERVEGEN, rate_scale=0.01, duration=day, seed=5)
+    curve = load_rate_curve(SERVEGEN, rate_scale=0.01, duration=day)
+    assert span == day
+    expected = sum(p.rate * 600 for p in curve)
+    assert len(arrays) == pytest.approx(expected, rel=0.01)
+    assert np.all(np.diff(arrays.arrival) >= 0)
+    assert arrays.arrival[-1] < day
+    # Token means follow the windows' means (lognormal drawn around them).
+    weights = np.array([p.rate for p in curve])
+    mean_in = np.average([p.mean_input for p in curve], weights=weights)
+    assert arrays.input_tokens.mean() == pytest.approx(mean_in, rel=0.03)
+    chunks, _ = iter_request_chunks(SERVEGEN, rate_scale=0.01, duration=day, seed=5)
+    assert np.array_equal(np.concatenate([c.arrival for c in chunks]), arrays.arrival)
+    other, _ = load_request_arrays(SERVEGEN, rate_scale=0.01, duration=day, seed=6)
+    assert not np.array_equal(other.arrival[:100], arrays.arrival[:100])
+
+
+def test_servegen_gaps_are_interpolated_not_idle(tmp_path: Path) -> None:
+    rows = [
+        "0,10,5,100,20,0.5",
+        "600,0.0,0,,,",
+        "1200,0.0,0,,,",
+        "1800,40,5,400,50,0.5",
+        "2400,0.0,0,,,",
+    ]
+    curve = load_rate_curve(write(tmp_path, "sg.csv", SERVEGEN_HEADER + "\n".join(rows) + "\n"))
+    assert [p.rate for p in curve] == pytest.approx([10, 20, 30, 40, 40])
+    assert [p.mean_input for p in curve] == pytest.approx([100, 200, 300, 400, 400])
+    trace = load_trace(tmp_path / "sg.csv", seed=1)
+    counts = np.histogram([r.arrival for r in trace.requests], bins=5, range=(0, 3000))[0]
+    assert counts[1] > 0.5 * 20 * 600  # a gap is not idle
+
+
+def test_rate_curve_of_a_trace_marks_empty_windows_unknown(tmp_path: Path) -> None:
+    lines = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
+    lines += '{"timestamp": 150000, "input_length": 30, "output_length": 7}\n'
+    curve = rate_curve(load_trace(write(tmp_path, "t.jsonl", lines)), window=60)
+    assert [p.rate for p in curve] == pytest.approx([1 / 60, 0, 1 / 60])
+    assert curve[1].mean_input is None and curve[1].mean_output is None
+    assert curve[2].mean_input == 30
+
+
+# --- malformed input ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fragment"),
+    [
+        (
+            "a.csv",
+            "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,5\nyesterday,1,1\n",
+            ":3: TIMESTAMP",
+        ),
+        ("b.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,ten,5\n", ":2: ContextTokens"),
+        ("c.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,0\n", ":2: GeneratedTokens"),
+        ("d.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10\n", ":2: expected 3 columns"),
+        ("e.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-30 18:15:46.68,10,5\n", ":2: TIMESTAMP"),
+        (
+            "f.jsonl",
+            '{"timestamp": 0, "input_length": 1, "output_length": 1}\n{"timestamp": 5,\n',
+            ":2: not valid JSON",
+        ),
+        ("g.jsonl", '{"timestamp": 0, "input_length": 1}\n', ":1: missing field 'output_length'"),
+        ("h.jsonl", '{"timestamp": -4, "input_length": 1, "output_length": 1}\n', ":1: timestamp"),
+        ("i.jsonl", '{"timestamp": 1, "input_length": 2.5, "output_length": 1}\n', ":1: input_length"),
+        ("j.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n600,abc,1,10,10,1\n", ":3: total_rate_rps 'abc'"),
+        ("k.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n0,1,1,10,10,1\n", ":3: window_start_s 0.0 does not increase"),
+        ("l.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n600,1,1,10,10,1\n1800,1,1,10,10,1\n", ":4: windows must be evenly"),
+        ("m.csv", SERVEGEN_HEADER + "0,0,1,,,\n600,0,1,,,\n", "all are collection gaps"),
+        ("n.csv", SERVEGEN_HEADER + "0,-1,1,10,10,1\n", ":2: window_start_s and total_rate_rps"),
+        ("o.csv", "window_start_s,total_rate_rps\n0,1\n", "lacks column(s) mean_input_tokens"),
+        ("p.txt", "hello world\n", "cannot tell the trace format"),
+        ("q.txt", "\n\n", "the file is empty"),
+        ("r.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n", "holds no request"),
+    ],
+)
+def test_malformed_files_name_file_line_and_problem(tmp_path: Path, name: str, text: str, fragment: str) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(TraceError, match=None) as err:
+        load_trace(path)
+    assert fragment in str(err.value)
+    assert str(path) in str(err.value)
+
+
+def test_missing_file_and_binary_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="no such trace file"):
+        load_trace(tmp_path / "nope.csv")
+    binary = tmp_path / "bin.csv"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(TraceError, match="not UTF-8"):
+        load_trace(binary)
+
+
+def test_bad_arguments(tmp_path: Path) -> None:
+    path = write(tmp_path, "t.jsonl", '{"timestamp": 0, "input_length": 1, "output_length": 1}\n')
+    with pytest.raises(TraceError, match="rate_scale"):
+        load_trace(path, rate_scale=0)
+    with pytest.raises(TraceError, match="time_scale"):
+        load_trace(path, time_scale=float("nan"))
+    with pytest.raises(TraceError, match="duration"):
+        load_trace(path, duration=-1)
+    with pytest.raises(TraceError, match="unknown trace format 'parquet'"):
+        load_trace(path, fmt="parquet")
