@@ -1,0 +1,91 @@
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferscale.perf import PerfError, max_concurrency, operating_point, replica_capacity_rps, replica_profile
+
+H100_8B = replica_profile("llama-3.1-8b", "h100-80gb")
+
+
+def test_capacity_meets_both_slos_at_its_operating_point() -> None:
+    op = operating_point(H100_8B, 1000.0, 200.0, 0.5, 0.05)
+    assert op.itl <= 0.05 + 1e-12 and op.ttft_p95 <= 0.5 + 1e-12
+    assert op.rate_rps == pytest.approx(op.batch / (200 * op.itl))
+    assert replica_capacity_rps(H100_8B, 1000.0, 200.0, 0.5, 0.05) == op.rate_rps
+    assert op.limited_by in {"itl", "ttft"}
+
+
+def test_tight_itl_binds_and_lowers_capacity() -> None:
+    tight = operating_point(H100_8B, 500.0, 500.0, None, 0.010)
+    loose = operating_point(H100_8B, 500.0, 500.0, None, 0.030)
+    assert tight.limited_by == "itl" and tight.itl == pytest.approx(0.010, rel=1e-6)
+    assert 0 < tight.rate_rps < loose.rate_rps
+
+
+def test_unattainable_itl_gives_zero() -> None:
+    # The bare step (c0 = 5.75 ms) is already slower than a 5 ms ITL target.
+    op = operating_point(H100_8B, 500.0, 500.0, 2.0, 0.005)
+    assert op.limited_by == "unattainable" and op.rate_rps == 0.0
+
+
+def test_unattainable_ttft_gives_zero() -> None:
+    # 100k-token prompts cannot prefill in 100 ms at 17 µs/token.
+    assert replica_capacity_rps(H100_8B, 100_000.0, 10.0, 0.1, None) == 0.0
+
+
+def test_without_slos_the_hard_limit_binds() -> None:
+    assert operating_point(H100_8B, 128.0, 128.0, None, None).limited_by == "max_num_seqs"
+    long_ctx = operating_point(replica_profile("llama-3.1-8b", "l40s-48gb"), 8000.0, 2000.0, None, None)
+    assert long_ctx.limited_by == "kv_cache"
+    prefill_heavy = operating_point(H100_8B, 8000.0, 16.0, None, None)
+    assert prefill_heavy.limited_by == "token_budget"
+
+
+def test_longer_requests_lower_capacity() -> None:
+    short = replica_capacity_rps(H100_8B, 500.0, 100.0, 0.5, 0.05)
+    assert replica_capacity_rps(H100_8B, 500.0, 400.0, 0.5, 0.05) < short
+    assert replica_capacity_rps(H100_8B, 4000.0, 100.0, 0.5, 0.05) < short
+
+
+def test_faster_hardware_serves_more() -> None:
+    a100 = replica_capacity_rps(replica_profile("llama-3.1-8b", "a100-80gb"), 1000.0, 200.0, 0.5, 0.05)
+    assert 0 < a100 < replica_capacity_rps(H100_8B, 1000.0, 200.0, 0.5, 0.05)
+
+
+@pytest.mark.parametrize(
+    ("i", "o", "ttft", "itl"),
+    [(-1.0, 10.0, 1.0, 0.05), (10.0, 0.0, 1.0, 0.05), (math.nan, 10.0, 1.0, 0.05), (10.0, 10.0, 0.0, 0.05),
+     (10.0, 10.0, 1.0, -0.05), (10.0, 10.0, math.inf, None)],
+)  # fmt: skip
+def test_bad_input_is_rejected(i: float, o: float, ttft: float | None, itl: float | None) -> None:
+    with pytest.raises(PerfError, match="must be"):
+        replica_capacity_rps(H100_8B, i, o, ttft, itl)
+
+
+def test_max_concurrency_counts_full_length_sequences_in_blocks() -> None:
+    assert max_concurrency(H100_8B, 1000, 1000) == H100_8B.kv_capacity_tokens // 2000
+    assert max_concurrency(H100_8B, 1, 1) == H100_8B.max_num_seqs
+    assert max_concurrency(H100_8B, 10, 10) == min(1024, H100_8B.kv_capacity_tokens // 32)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    i=st.integers(1, 20_000),
+    o=st.integers(1, 4_000),
+    ttft=st.floats(0.05, 10.0),
+    itl=st.floats(0.005, 0.2),
+    gpu=st.sampled_from(["h100-80gb", "a100-80gb", "l40s-48gb"]),
+)
+def test_operating_point_respects_slos_limits_and_monotonicity(
+    i: int, o: int, ttft: float, itl: float, gpu: str
+) -> None:
+    p = replica_profile("llama-3.1-8b", gpu)
+    op = operating_point(p, float(i), float(o), ttft, itl)
+    assert op.batch <= p.max_num_seqs
+    assert op.batch * (i + o / 2) <= p.kv_capacity_tokens * (1 + 1e-9)
+    if op.rate_rps > 0:
+        assert op.itl <= itl * (1 + 1e-9) and op.ttft_p95 <= ttft * (1 + 1e-9)
+    looser = replica_capacity_rps(p, float(i), float(o), ttft * 2, itl * 2)
+    assert looser >= op.rate_rps * (1 - 1e-9)

@@ -1,0 +1,40 @@
+import pytest
+
+from inferscale.perf import StepCoefficients, gpu_spec, model_spec, replica_profile
+from inferscale.perf.steptime import roofline_coefficients
+
+
+def test_step_time_is_the_linear_model() -> None:
+    s = StepCoefficients(c0=0.005, c_prefill=2e-5, c_decode=6e-6, c_kv=2e-8, source="test")
+    assert s.step_time(0, 0, 0) == pytest.approx(0.005)
+    assert s.step_time(100, 10, 1000) == pytest.approx(0.005 + 100 * 2e-5 + 10 * 6e-6 + 1000 * 2e-8)
+
+
+def test_measured_fit_is_used_where_published() -> None:
+    step = replica_profile("llama-3.1-8b", "h100-80gb").step
+    assert step.source.startswith("measured: BLIS")
+    assert (step.c0, step.c_prefill, step.c_decode) == pytest.approx((5.7527e-3, 17.25e-6, 6.0e-6))
+    assert replica_profile("llama-3.1-70b", "h100-80gb", 8).step.source.startswith("measured: BLIS")
+
+
+def test_roofline_is_used_otherwise_and_for_fp8() -> None:
+    assert replica_profile("qwen3-32b", "h100-80gb").step.source == "roofline (bf16)"
+    assert replica_profile("llama-3.1-8b", "h100-80gb", weight_dtype="fp8").step.source == "roofline (fp8)"
+
+
+def test_kv_term_is_calibrated_on_the_nim_itl_slope() -> None:
+    # NIM 8B (ISL/OSL 200/200): ITL 4.63 ms at concurrency 1 -> 7.57 ms at 100, i.e. +2.94 ms.
+    s = replica_profile("llama-3.1-8b", "h100-80gb").step
+    rise = s.step_time(99 * 200 // 200, 100, 100 * 300) - s.step_time(0, 1, 300)
+    assert rise == pytest.approx(2.94e-3, rel=0.05)
+
+
+def test_roofline_scales_with_bandwidth_precision_and_tp() -> None:
+    m, kvb = model_spec("llama-3.1-8b"), 131072
+    h100 = roofline_coefficients(m, gpu_spec("h100-80gb"), 1, kvb)
+    h200 = roofline_coefficients(m, gpu_spec("h200-141gb"), 1, kvb)
+    fp8 = roofline_coefficients(m, gpu_spec("h100-80gb"), 1, kvb, "fp8")
+    tp2 = roofline_coefficients(m, gpu_spec("h100-80gb"), 2, kvb)
+    assert h200.c0 < h100.c0 and h200.c_kv < h100.c_kv
+    assert fp8.c0 < h100.c0 and fp8.c_prefill < h100.c_prefill
+    assert tp2.c0 < h100.c0 and tp2.c_prefill == pytest.approx(h100.c_prefill / 2)
