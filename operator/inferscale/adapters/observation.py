@@ -1,0 +1,102 @@
+"""One service's Observation out of the fleet-wide snapshot: pure, so every degenerate Prometheus
+answer (nothing, NaN, some pods missing, old samples) maps to a defined state in one place."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from inferscale.adapters.prometheus import FleetSnapshot, PodSeries
+from inferscale.scaling.histogram import histogram_quantile
+from inferscale.scaling.types import MetricsState, Observation
+
+WAITING = "vllm:num_requests_waiting"
+RUNNING = "vllm:num_requests_running"
+KV = "vllm:kv_cache_usage_perc"
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What the Kubernetes side knows about the target at this tick."""
+
+    namespace: str
+    current_replicas: int  # spec.replicas of the target
+    ready_pods: frozenset[str]
+    pending_replicas: int = 0
+    capacity_blocked_replicas: int = 0
+
+
+def _sum(series: Iterable[PodSeries], family: str) -> float | None:
+    values = [s.values[family] for s in series if family in s.values]
+    return sum(values) if values else None
+
+
+def observe(
+    snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float
+) -> tuple[Observation, str]:
+    """Returns the Observation and a one-line explanation of its metrics state."""
+    base = {
+        "at": snapshot.at,
+        "current_replicas": workload.current_replicas,
+        "ready_replicas": len(workload.ready_pods),
+        "pending_replicas": workload.pending_replicas,
+        "capacity_blocked_replicas": workload.capacity_blocked_replicas,
+    }
+    if snapshot.unavailable:
+        why = "Prometheus did not answer: " + ("; ".join(snapshot.errors[:2]) or "no data")
+        return Observation(**base, state=MetricsState.MISSING), why
+    if not workload.ready_pods:
+        return Observation(**base, state=MetricsState.MISSING), "no Ready pods of the target report metrics yet"
+
+    mine = [
+        s
+        for (ns, pod, _), s in snapshot.pods.items()
+        if ns == workload.namespace and pod in workload.ready_pods and (not model_name or s.model_name == model_name)
+    ]
+    sample_times = [s.values["sample_time"] for s in mine if "sample_time" in s.values]
+    newest = max(sample_times) if sample_times else None
+    fresh = [
+        s for s in mine if "sample_time" not in s.values or snapshot.at - s.values["sample_time"] <= stale_after
+    ]
+    fresh = [s for s in fresh if KV in s.values or WAITING in s.values]
+    ready = len(workload.ready_pods)
+    if not mine:
+        hint = f" with model_name={model_name!r}" if model_name else ""
+        return (
+            Observation(**base, state=MetricsState.MISSING),
+            f"no vLLM metrics for the {ready} Ready pod(s) in {workload.namespace}{hint}",
+        )
+    if not fresh:
+        age = snapshot.at - newest if newest is not None else float("nan")
+        return (
+            Observation(**base, state=MetricsState.STALE, newest_sample_at=newest),
+            f"the newest engine sample is {age:.0f}s old (staleAfter {stale_after:.0f}s)",
+        )
+
+    buckets: dict[float, float] = {}
+    for s in fresh:
+        for le, v in s.ttft_buckets.items():
+            buckets[le] = buckets.get(le, 0.0) + v
+    itl_sum, itl_count = _sum(fresh, "itl_sum"), _sum(fresh, "itl_count")
+    kvs = [s.values[KV] for s in fresh if KV in s.values]
+    peaks = [s.values["kv_peak"] for s in fresh if "kv_peak" in s.values]
+    state = MetricsState.COMPLETE if len(fresh) >= ready else MetricsState.PARTIAL
+    obs = Observation(
+        **base,
+        state=state,
+        pods_reporting=len(fresh),
+        kv_cache_utilization=sum(kvs) / len(kvs) if kvs else None,
+        kv_cache_utilization_max=max(peaks) if peaks else (max(kvs) if kvs else None),
+        waiting=_sum(fresh, WAITING),
+        running=_sum(fresh, RUNNING),
+        ttft_p95=histogram_quantile(0.95, buckets),
+        itl_mean=itl_sum / itl_count if itl_sum is not None and itl_count else None,
+        request_rate=_sum(fresh, "requests"),
+        prompt_token_rate=_sum(fresh, "prompt_tokens"),
+        generation_token_rate=_sum(fresh, "generation_tokens"),
+        newest_sample_at=newest,
+    )
+    why = f"{len(fresh)} of {ready} Ready pods report"
+    if snapshot.failed:
+        why += f"; unknown this tick: {', '.join(sorted(snapshot.failed))}"
+    return obs, why

@@ -1,0 +1,192 @@
+"""Reads vLLM engine metrics for every InferenceService at once.
+
+One tick costs a fixed set of PromQL queries whatever the number of services: each query returns
+per-pod series for the whole fleet (`by (namespace, pod, model_name)`), and `observe` picks out
+one service's pods afterwards. A query that fails, or returns NaN/Inf, leaves its family unknown
+for this tick; it never turns into a zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_api_client import PrometheusConnect
+
+PodKey = tuple[str, str, str]  # (namespace, pod, model_name)
+
+_BY = "namespace, pod, model_name"
+_OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
+RATE_WINDOW = "1m"
+LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
+
+
+def _sel(metric: str, matchers: str) -> str:
+    return f"{metric}{{{matchers}}}" if matchers else metric
+
+
+def build_queries(selector: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The fixed query set, with a service's extra label matchers (spec.metrics.selector) if any.
+    Saturation peaks over 1m (as WVA does), latency over 2m, rates over 1m."""
+    m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
+    names = "vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
+    gauges = f'{{__name__=~"{names}"{"," + m if m else ""}}}'
+
+    def rate(metric: str, window: str = RATE_WINDOW) -> str:
+        return f"rate({_sel(metric, m)}[{window}])"
+
+    return {
+        "gauges": gauges,
+        "kv_peak": f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
+        f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
+        "sample_time": f"max by ({_BY}) (timestamp({_sel('vllm:num_requests_running', m)}))",
+        "ttft_buckets": f"sum by ({_BY}, le) ({rate('vllm:time_to_first_token_seconds_bucket', LATENCY_WINDOW)})",
+        "itl_sum": f"sum by ({_BY}) ({rate('vllm:inter_token_latency_seconds_sum', LATENCY_WINDOW)} "
+        f"or {rate('vllm:time_per_output_token_seconds_sum', LATENCY_WINDOW)})",
+        "itl_count": f"sum by ({_BY}) ({rate('vllm:inter_token_latency_seconds_count', LATENCY_WINDOW)} "
+        f"or {rate('vllm:time_per_output_token_seconds_count', LATENCY_WINDOW)})",
+        "requests": f"sum by ({_BY}) ({rate('vllm:request_success_total')})",
+        "prompt_tokens": f"sum by ({_BY}) ({rate('vllm:prompt_tokens_total')})",
+        "generation_tokens": f"sum by ({_BY}) ({rate('vllm:generation_tokens_total')})",
+    }
+
+
+def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
+    """Request rate per (namespace, model_name): the forecaster's input, one range query per tick."""
+    m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
+    return f"sum by (namespace, model_name) (rate({_sel('vllm:request_success_total', m)}[{RATE_WINDOW}]))"
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+QUERIES = build_queries()
+
+
+@dataclass(frozen=True)
+class PodSeries:
+    """What one pod's engine reported. Missing families are absent keys, never zeros."""
+
+    namespace: str
+    pod: str
+    model_name: str
+    values: dict[str, float] = field(default_factory=dict)  # family -> value
+    ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> rate
+
+
+@dataclass(frozen=True)
+class FleetSnapshot:
+    at: float
+    pods: dict[PodKey, PodSeries]
+    failed: frozenset[str]  # query names that errored this tick
+    errors: tuple[str, ...] = ()
+
+    @property
+    def unavailable(self) -> bool:
+        """Prometheus answered nothing at all: every family is unknown."""
+        return len(self.failed) == len(QUERIES)
+
+
+def _finite(text: Any) -> float | None:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodKey, PodSeries]) -> None:
+    """Folds one instant-vector answer into per-pod series; samples without namespace/pod labels
+    cannot be attributed to a service and are skipped."""
+    for sample in result:
+        labels = sample.get("metric", {})
+        ns, pod = labels.get("namespace"), labels.get("pod")
+        raw = sample.get("value")
+        if not ns or not pod or not isinstance(raw, (list, tuple)) or len(raw) != 2:
+            continue
+        value = _finite(raw[1])
+        if value is None:
+            continue
+        key = (ns, pod, labels.get("model_name", ""))
+        series = into.get(key)
+        if series is None:
+            series = into[key] = PodSeries(*key)
+        if name == "gauges":
+            family = labels.get("__name__", "")
+            family = "vllm:kv_cache_usage_perc" if family == _OLD_KV else family
+            if family in series.values:
+                prev = series.values[family]
+                series.values[family] = max(prev, value) if family.endswith("_perc") else prev + value
+            elif family:
+                series.values[family] = value
+        elif name == "ttft_buckets":
+            le = labels.get("le")
+            bound = math.inf if le == "+Inf" else _finite(le)
+            if bound is not None:
+                series.ttft_buckets[bound] = value
+        else:
+            series.values[name] = value
+
+
+class PrometheusReader:
+    """Runs the fixed query set concurrently (the client is synchronous, so each query runs in a thread)."""
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        self.url = url
+        self.timeout = timeout
+        self._client = PrometheusConnect(url=url, disable_ssl=False, timeout=math.ceil(timeout))
+        self.queries_sent = 0  # for the operator's own metrics and the scale benchmark
+
+    async def _query(self, promql: str) -> list[dict[str, Any]]:
+        self.queries_sent += 1
+        result = await asyncio.to_thread(self._client.custom_query, promql)
+        if not isinstance(result, list):
+            raise ValueError(f"unexpected Prometheus answer type {type(result).__name__}")
+        return result
+
+    async def snapshot(self, now: float, selector: Mapping[str, str] | None = None) -> FleetSnapshot:
+        queries = build_queries(selector)
+        names = list(queries)
+        answers = await asyncio.gather(*(self._query(queries[n]) for n in names), return_exceptions=True)
+        pods: dict[PodKey, PodSeries] = {}
+        failed: set[str] = set()
+        errors: list[str] = []
+        for name, answer in zip(names, answers, strict=True):
+            if isinstance(answer, BaseException):
+                failed.add(name)
+                errors.append(f"{name}: {type(answer).__name__}: {answer}"[:300])
+                continue
+            parse_vector(name, answer, pods)
+        return FleetSnapshot(at=now, pods=pods, failed=frozenset(failed), errors=tuple(errors))
+
+    async def rate_history(
+        self, start: float, end: float, step: float = 60.0, selector: Mapping[str, str] | None = None
+    ) -> dict[tuple[str, str], list[tuple[float, float]]]:
+        """Request rate per (namespace, model_name) between start and end, oldest first."""
+
+        def run() -> Any:
+            self.queries_sent += 1
+            return self._client.custom_query_range(
+                build_rate_history_query(selector),
+                start_time=dt.datetime.fromtimestamp(start, dt.UTC),
+                end_time=dt.datetime.fromtimestamp(end, dt.UTC),
+                step=f"{int(step)}s",
+            )
+
+        result = await asyncio.to_thread(run)
+        out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        for series in result if isinstance(result, list) else []:
+            labels = series.get("metric", {})
+            key = (labels.get("namespace", ""), labels.get("model_name", ""))
+            points = []
+            for t, v in series.get("values", []):
+                value, at = _finite(v), _finite(t)
+                if value is not None and at is not None:
+                    points.append((at, value))
+            out[key] = points
+        return out

@@ -1,0 +1,132 @@
+"""Every shape of Prometheus answer maps to a defined observation state; none becomes a zero."""
+
+import math
+from typing import Any
+
+import pytest
+
+from inferscale.adapters.observation import Workload, observe
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
+from inferscale.scaling.types import MetricsState
+
+NOW = 1_000_000.0
+W = Workload(namespace="llm", current_replicas=2, ready_pods=frozenset({"p0", "p1"}))
+
+
+def sample(pod: str, value: Any, **labels: str) -> dict[str, Any]:
+    return {"metric": {"namespace": "llm", "pod": pod, "model_name": "m", **labels}, "value": [NOW, str(value)]}
+
+
+def snapshot(answers: dict[str, list[dict[str, Any]]], failed: frozenset[str] = frozenset()) -> FleetSnapshot:
+    pods: dict[tuple[str, str, str], PodSeries] = {}
+    for name, result in answers.items():
+        parse_vector(name, result, pods)
+    return FleetSnapshot(at=NOW, pods=pods, failed=failed)
+
+
+def healthy(pods: tuple[str, ...] = ("p0", "p1")) -> dict[str, list[dict[str, Any]]]:
+    gauges = []
+    for p in pods:
+        gauges += [
+            sample(p, 0.9, __name__="vllm:kv_cache_usage_perc"),
+            sample(p, 3, __name__="vllm:num_requests_waiting"),
+            sample(p, 10, __name__="vllm:num_requests_running"),
+        ]
+    return {
+        "gauges": gauges,
+        "kv_peak": [sample(p, 0.95) for p in pods],
+        "sample_time": [sample(p, NOW - 2) for p in pods],
+        "ttft_buckets": [sample(p, v, le=le) for p in pods for le, v in (("0.25", 9.0), ("0.5", 10.0), ("+Inf", 10.0))],
+        "itl_sum": [sample(p, 0.4) for p in pods],
+        "itl_count": [sample(p, 10.0) for p in pods],
+        "requests": [sample(p, 2.0) for p in pods],
+    }
+
+
+def test_complete_answer_aggregates_over_the_targets_pods() -> None:
+    obs, why = observe(snapshot(healthy()), W, "m", 60)
+    assert obs.state is MetricsState.COMPLETE and obs.pods_reporting == 2
+    assert obs.kv_cache_utilization == pytest.approx(0.9) and obs.kv_cache_utilization_max == pytest.approx(0.95)
+    assert obs.waiting == 6 and obs.running == 20 and obs.request_rate == 4
+    assert obs.itl_mean == pytest.approx(0.04)
+    assert obs.ttft_p95 == pytest.approx(0.25 + 0.25 * (19 - 18) / 2)
+    assert obs.prompt_token_rate is None  # never queried here: unknown, not zero
+    assert "2 of 2" in why
+
+
+def test_other_namespaces_pods_and_models_are_ignored() -> None:
+    answers = healthy()
+    answers["gauges"].append(
+        {
+            "metric": {"namespace": "other", "pod": "p0", "model_name": "m", "__name__": "vllm:num_requests_waiting"},
+            "value": [NOW, "100"],
+        }
+    )
+    answers["gauges"].append(sample("p1", 50, __name__="vllm:num_requests_waiting", model_name="other-model"))
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.waiting == 6
+
+
+def test_prometheus_down_is_missing() -> None:
+    obs, why = observe(FleetSnapshot(NOW, {}, frozenset(QUERIES), ("gauges: ConnectionError",)), W, "m", 60)
+    assert obs.state is MetricsState.MISSING and obs.kv_cache_utilization is None and obs.waiting is None
+    assert "Prometheus did not answer" in why
+
+
+def test_empty_answer_is_missing() -> None:
+    obs, why = observe(snapshot({}), W, "m", 60)
+    assert obs.state is MetricsState.MISSING and "no vLLM metrics" in why
+
+
+@pytest.mark.parametrize("bad", ["NaN", "+Inf", "-Inf", "garbage"])
+def test_non_finite_values_are_dropped_not_zeroed(bad: str) -> None:
+    answers = healthy()
+    answers["gauges"] = [
+        sample(p, bad, __name__=n)
+        for p in ("p0", "p1")
+        for n in ("vllm:kv_cache_usage_perc", "vllm:num_requests_waiting")
+    ]
+    answers["kv_peak"] = [sample(p, bad) for p in ("p0", "p1")]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.kv_cache_utilization is None and obs.waiting is None
+    assert obs.state is MetricsState.MISSING or obs.pods_reporting == 0
+
+
+def test_some_pods_missing_is_partial() -> None:
+    obs, why = observe(snapshot(healthy(("p0",))), W, "m", 60)
+    assert obs.state is MetricsState.PARTIAL and obs.pods_reporting == 1 and obs.waiting == 3
+    assert "1 of 2" in why
+
+
+def test_old_samples_are_stale() -> None:
+    answers = healthy()
+    answers["sample_time"] = [sample(p, NOW - 300) for p in ("p0", "p1")]
+    obs, why = observe(snapshot(answers), W, "m", 60)
+    assert obs.state is MetricsState.STALE and obs.newest_sample_at == NOW - 300
+    assert "300s old" in why
+
+
+def test_no_ready_pods_is_missing() -> None:
+    w = Workload(namespace="llm", current_replicas=2, ready_pods=frozenset(), pending_replicas=2)
+    obs, why = observe(snapshot(healthy()), w, "m", 60)
+    assert obs.state is MetricsState.MISSING and obs.pending_replicas == 2 and "no Ready pods" in why
+
+
+def test_data_parallel_engines_of_one_pod_add_up() -> None:
+    answers = healthy(("p0",))
+    answers["gauges"] += [
+        sample("p0", 4, __name__="vllm:num_requests_waiting", engine="1"),
+        sample("p0", 0.5, __name__="vllm:kv_cache_usage_perc", engine="1"),
+    ]
+    w = Workload(namespace="llm", current_replicas=1, ready_pods=frozenset({"p0"}))
+    obs, _ = observe(snapshot(answers), w, "m", 60)
+    assert obs.waiting == 7 and obs.kv_cache_utilization == pytest.approx(0.9)
+
+
+def test_no_requests_in_the_window_leaves_latency_unknown() -> None:
+    answers = healthy()
+    answers["ttft_buckets"] = [sample(p, 0.0, le=le) for p in ("p0", "p1") for le in ("0.25", "+Inf")]
+    answers["itl_count"] = [sample(p, 0.0) for p in ("p0", "p1")]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.ttft_p95 is None and obs.itl_mean is None
+    assert not math.isnan(obs.kv_cache_utilization or 0)
