@@ -4,7 +4,7 @@ answer (nothing, NaN, some pods missing, old samples) maps to a defined state in
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferscale.adapters.prometheus import FleetSnapshot, PodSeries
 from inferscale.scaling.histogram import histogram_quantile
@@ -35,18 +35,18 @@ def observe(
     snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float
 ) -> tuple[Observation, str]:
     """Returns the Observation and a one-line explanation of its metrics state."""
-    base = {
-        "at": snapshot.at,
-        "current_replicas": workload.current_replicas,
-        "ready_replicas": len(workload.ready_pods),
-        "pending_replicas": workload.pending_replicas,
-        "capacity_blocked_replicas": workload.capacity_blocked_replicas,
-    }
+    base = Observation(
+        at=snapshot.at,
+        current_replicas=workload.current_replicas,
+        ready_replicas=len(workload.ready_pods),
+        pending_replicas=workload.pending_replicas,
+        capacity_blocked_replicas=workload.capacity_blocked_replicas,
+    )
     if snapshot.unavailable:
         why = "Prometheus did not answer: " + ("; ".join(snapshot.errors[:2]) or "no data")
-        return Observation(**base, state=MetricsState.MISSING), why
+        return replace(base, state=MetricsState.MISSING), why
     if not workload.ready_pods:
-        return Observation(**base, state=MetricsState.MISSING), "no Ready pods of the target report metrics yet"
+        return replace(base, state=MetricsState.MISSING), "no Ready pods of the target report metrics yet"
 
     mine = [
         s
@@ -55,21 +55,19 @@ def observe(
     ]
     sample_times = [s.values["sample_time"] for s in mine if "sample_time" in s.values]
     newest = max(sample_times) if sample_times else None
-    fresh = [
-        s for s in mine if "sample_time" not in s.values or snapshot.at - s.values["sample_time"] <= stale_after
-    ]
+    fresh = [s for s in mine if "sample_time" not in s.values or snapshot.at - s.values["sample_time"] <= stale_after]
     fresh = [s for s in fresh if KV in s.values or WAITING in s.values]
     ready = len(workload.ready_pods)
     if not mine:
         hint = f" with model_name={model_name!r}" if model_name else ""
         return (
-            Observation(**base, state=MetricsState.MISSING),
+            replace(base, state=MetricsState.MISSING),
             f"no vLLM metrics for the {ready} Ready pod(s) in {workload.namespace}{hint}",
         )
     if not fresh:
         age = snapshot.at - newest if newest is not None else float("nan")
         return (
-            Observation(**base, state=MetricsState.STALE, newest_sample_at=newest),
+            replace(base, state=MetricsState.STALE, newest_sample_at=newest),
             f"the newest engine sample is {age:.0f}s old (staleAfter {stale_after:.0f}s)",
         )
 
@@ -81,8 +79,8 @@ def observe(
     kvs = [s.values[KV] for s in fresh if KV in s.values]
     peaks = [s.values["kv_peak"] for s in fresh if "kv_peak" in s.values]
     state = MetricsState.COMPLETE if len(fresh) >= ready else MetricsState.PARTIAL
-    obs = Observation(
-        **base,
+    obs = replace(
+        base,
         state=state,
         pods_reporting=len(fresh),
         kv_cache_utilization=sum(kvs) / len(kvs) if kvs else None,
