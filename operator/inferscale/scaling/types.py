@@ -32,6 +32,7 @@ class Reason(enum.StrEnum):
     CURRENT = "Current"
     WITHIN_TOLERANCE = "WithinTolerance"
     STABILIZING = "ScaleDownStabilizing"
+    UP_STABILIZING = "ScaleUpStabilizing"
     RATE_LIMITED = "RateLimited"
     MIN_REPLICAS = "MinReplicas"
     MAX_REPLICAS = "MaxReplicas"
@@ -155,6 +156,7 @@ class Decision:
     forecast_rps: float | None
     horizon: float  # the lead time used, seconds
     state: ScalerState
+    forecast_method: str | None = None  # how forecast_rps was made: seasonal | holt | peak
 
     @property
     def changed(self) -> bool:

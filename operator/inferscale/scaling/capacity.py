@@ -1,0 +1,64 @@
+"""Capacity: forecast demand over per-replica capacity, and learning that capacity online.
+
+Planning headroom: the fleet is sized so that the forecast rate uses `HEADROOM` (85%) of the
+replicas' capacity at the SLO. Capacity at the SLO is the rate a replica sustains right at the
+edge; bursts inside a scrape interval and an imperfect router need the rest (WVA sizes at 85% too).
+
+Learning (`learn`): a per-replica rate observed while the SLO is met and the replicas are
+actually loaded (mean KV cache at least `LOADED_KV_FRACTION` of its target, or a queue forming)
+is a lower bound on capacity, scaled up to the KV target when KV is below it (KV grows about
+linearly with concurrency). Idle periods are ignored: they would teach that a replica can only
+carry the little it was given. The estimate moves by a bounded EMA (`ALPHA`, at most
+`MAX_STEP` per tick) and, when a prior exists, stays within a factor `PRIOR_SPAN` of it.
+"""
+
+from __future__ import annotations
+
+from inferscale.scaling.signals import ceil_count
+from inferscale.scaling.types import Reason, Recommendation
+
+HEADROOM = 0.85
+LOADED_KV_FRACTION = 0.75
+LOADED_WAITING_PER_REPLICA = 1.0
+ALPHA = 0.1
+MAX_STEP = 0.1  # fraction of the current estimate per update
+PRIOR_SPAN = 4.0
+
+
+def recommend(
+    demand_rps: float, capacity_rps: float, learned: bool, horizon: float, tolerance: float, current: int
+) -> Recommendation:
+    needed = demand_rps / (capacity_rps * HEADROOM)
+    replicas = ceil_count(needed)
+    held = current > 0 and abs(needed / current - 1.0) <= tolerance
+    source = "learned" if learned else "prior"
+    when = f"in {horizon:.0f}s" if horizon > 0 else "now"
+    outcome = f"within {tolerance:.0%} tolerance → hold {current}" if held else f"→ {replicas}"
+    message = (
+        f"forecast {demand_rps:.2f} req/s {when} / {capacity_rps:.2f} req/s per replica ({source}) "
+        f"at {HEADROOM:.0%} {outcome}"
+    )
+    return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message)
+
+
+def loaded(kv: float | None, waiting: float | None, target_kv: float, ready: int) -> bool:
+    return (kv is not None and kv >= LOADED_KV_FRACTION * target_kv) or (
+        waiting is not None and waiting >= LOADED_WAITING_PER_REPLICA * ready
+    )
+
+
+def learn(
+    estimate: float | None, prior: float | None, request_rate: float, ready: int, kv: float | None, target_kv: float
+) -> float:
+    """The next capacity estimate after one loaded, SLO-compliant observation."""
+    sample = request_rate / ready
+    if kv is not None and kv > 0:
+        sample *= min(max(target_kv / kv, 1.0), 1.0 / LOADED_KV_FRACTION)
+    old = estimate if estimate is not None else prior
+    if old is None:
+        return sample
+    step = min(max(ALPHA * (sample - old), -MAX_STEP * old), MAX_STEP * old)
+    new = old + step
+    if prior is not None:
+        new = min(max(new, prior / PRIOR_SPAN), prior * PRIOR_SPAN)
+    return new

@@ -1,0 +1,331 @@
+"""`decide`: one observation, the policy and the remembered state in; a replica count with its reason out.
+
+Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes the number:
+
+1. metrics gate: missing or stale data holds the current count (bounds and schedule floors still
+   apply); nothing is learned and nothing else moves;
+2. per-signal recommendations (KV cache, queue, TTFT, ITL, capacity forecast), each with HPA's
+   tolerance dead-band; their max is the desired count (`WithinTolerance` when a dead-band held it);
+3. if the KV or queue metric is missing, no scale-down (HPA: a missing metric never lets the
+   others scale down);
+4. the desired count is recorded, then stabilized: highest in the scale-down window, lowest in the
+   scale-up window; a fresh state records the current count first, so a new operator does not
+   scale down on its first sample;
+5. rate limits from the recorded scale events; 6. the consolidation check before any scale-down;
+7. min/max and the schedule floor (which is a raised minimum, not rate limited).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from inferscale.scaling import capacity, guards, signals
+from inferscale.scaling.durations import format_duration
+from inferscale.scaling.forecast import Forecast, forecast
+from inferscale.scaling.inputs import clean_observation, validate_policy
+from inferscale.scaling.schedule import active_floor
+from inferscale.scaling.stabilization import prune_events, prune_recommendations, stabilize
+from inferscale.scaling.types import (
+    Decision,
+    MetricsState,
+    Observation,
+    Policy,
+    RateSample,
+    Reason,
+    Recommendation,
+    ScaleEvent,
+    ScalerState,
+    TimedReplicas,
+)
+
+_Note = Callable[[Reason, str, int], None]
+
+
+def decide(
+    obs: Observation, policy: Policy, state: ScalerState, now: float, rate_history: Sequence[RateSample] = ()
+) -> Decision:
+    """The replica count for one service at `now`. Pure: same inputs, same Decision."""
+    if not math.isfinite(now):
+        raise ValueError(f"decide needs a finite time, got now={now!r}")
+    validate_policy(policy)
+    obs = clean_observation(obs)
+    horizon = _horizon(policy, state)
+    fc = forecast(rate_history, now, horizon) if rate_history else Forecast(None, "none", horizon, None)
+    floor = active_floor(policy.schedules, now)
+    low = min(max(policy.min_replicas, floor[0] if floor else 0), policy.max_replicas)
+    floor_rec = (
+        Recommendation(
+            Reason.SCHEDULE, floor[0], None, None, f"schedule '{floor[1].cron}' keeps at least {floor[0]} replicas"
+        )
+        if floor
+        else None
+    )
+    gate = _gate(obs, policy, now)
+    if gate is None:
+        recs, ratios = _signals(obs, policy, state, fc)
+        if recs:
+            return _decide(obs, policy, state, now, fc, low, floor_rec, recs, ratios)
+        gate = (Reason.METRICS_MISSING, "no usable metric")
+    return _hold(obs, policy, state, now, fc, low, floor_rec, gate)
+
+
+def _horizon(policy: Policy, state: ScalerState) -> float:
+    if not policy.predictive:
+        return 0.0
+    measured = state.time_to_ready
+    if measured is not None and math.isfinite(measured) and measured >= 0:
+        return measured
+    return policy.time_to_ready_prior
+
+
+def _gate(obs: Observation, policy: Policy, now: float) -> tuple[Reason, str] | None:
+    if obs.state is MetricsState.MISSING:
+        return Reason.METRICS_MISSING, "metrics missing"
+    if obs.state is MetricsState.STALE:
+        return Reason.METRICS_STALE, "metrics stale"
+    if obs.newest_sample_at is not None and now - obs.newest_sample_at > policy.stale_after:
+        age = format_duration(now - obs.newest_sample_at)
+        return Reason.METRICS_STALE, f"metrics stale (newest sample {age} old > {format_duration(policy.stale_after)})"
+    return None
+
+
+def _reporting(obs: Observation) -> int:
+    if obs.state is MetricsState.COMPLETE:
+        return obs.ready_replicas
+    return min(obs.pods_reporting, obs.ready_replicas)
+
+
+def _signals(
+    obs: Observation, policy: Policy, state: ScalerState, fc: Forecast
+) -> tuple[list[Recommendation], list[signals.Ratio]]:
+    recs: list[Recommendation] = []
+    ratios: list[signals.Ratio] = []
+    k, ready, current, tol = _reporting(obs), obs.ready_replicas, obs.current_replicas, policy.tolerance
+    if k >= 1:
+        if obs.kv_cache_utilization is not None:
+            usage = signals.Usage(obs.kv_cache_utilization * k, k, ready)
+            rec, ratio = signals.kv_cache(obs.kv_cache_utilization, usage, policy.target_kv_cache, tol, current)
+            recs.append(rec)
+            ratios.append(ratio)
+        if obs.waiting is not None:
+            usage = signals.Usage(obs.waiting, k, ready)
+            rec, ratio = signals.queue(obs.waiting, usage, policy.target_waiting_per_replica, tol, current)
+            recs.append(rec)
+            ratios.append(ratio)
+    for reason, observed, slo in (
+        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95),
+        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean),
+    ):
+        if observed is not None and slo is not None:
+            latency = signals.slo(reason, observed, slo, ready, current)
+            if latency is not None:
+                recs.append(latency)
+    per_replica = state.capacity_rps if state.capacity_rps is not None else policy.capacity_prior_rps
+    demand = _max_known(fc.rps, obs.request_rate)
+    if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
+        learned = state.capacity_rps is not None
+        recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
+    return recs, ratios
+
+
+def _max_known(*values: float | None) -> float | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def _slo_met(obs: Observation, policy: Policy) -> bool | None:
+    pairs = [(obs.ttft_p95, policy.slo_ttft_p95), (obs.itl_mean, policy.slo_itl_mean)]
+    known = [(o, s) for o, s in pairs if o is not None and s is not None]
+    if not known:
+        return None
+    return all(o <= s for o, s in known)
+
+
+def _bounds(n: int, low: int, policy: Policy, floor_rec: Recommendation | None) -> tuple[int, Reason | None, str]:
+    if n > policy.max_replicas:
+        return policy.max_replicas, Reason.MAX_REPLICAS, f"max replicas {policy.max_replicas}"
+    if n < low:
+        if floor_rec is not None and low > policy.min_replicas:
+            return low, Reason.SCHEDULE, floor_rec.message
+        return low, Reason.MIN_REPLICAS, f"min replicas {low}"
+    return n, None, ""
+
+
+def _hold(
+    obs: Observation,
+    policy: Policy,
+    state: ScalerState,
+    now: float,
+    fc: Forecast,
+    low: int,
+    floor_rec: Recommendation | None,
+    gate: tuple[Reason, str],
+) -> Decision:
+    current = obs.current_replicas
+    replicas, clamp, clamp_msg = _bounds(current, low, policy, floor_rec)
+    reason, what = gate
+    message = f"{what}: holding {current} replicas"
+    limits: tuple[Reason, ...] = ()
+    if clamp is not None:
+        reason, limits = clamp, (clamp,)
+        message += f"; {clamp_msg} → {replicas}"
+    history = (*(state.recommendations or (TimedReplicas(now, current),)), TimedReplicas(now, replicas))
+    return Decision(
+        replicas=replicas,
+        current=current,
+        reason=reason,
+        message=message,
+        recommendations=(floor_rec,) if floor_rec else (),
+        limits=limits,
+        metrics_available=False,
+        slo_met=None,
+        forecast_rps=fc.rps,
+        horizon=fc.horizon,
+        state=_next_state(state, policy, now, history, replicas, current, reason, state.capacity_rps),
+        forecast_method=fc.method if fc.rps is not None else None,
+    )
+
+
+def _decide(
+    obs: Observation,
+    policy: Policy,
+    state: ScalerState,
+    now: float,
+    fc: Forecast,
+    low: int,
+    floor_rec: Recommendation | None,
+    recs: list[Recommendation],
+    ratios: list[signals.Ratio],
+) -> Decision:
+    current = obs.current_replicas
+    winner = max(recs, key=lambda r: r.replicas)
+    desired = winner.replicas
+    limits: list[Reason] = []
+    notes: list[str] = []
+
+    def note(reason: Reason, text: str, n: int) -> None:
+        limits.append(reason)
+        notes.append(f"{text} → {n}")
+
+    raw = max([desired, *(r.raw for r in ratios)])
+    if raw != desired and desired == current:
+        note(Reason.WITHIN_TOLERANCE, f"within {policy.tolerance:.0%} tolerance", desired)
+    if desired < current and (obs.kv_cache_utilization is None or obs.waiting is None):
+        desired = current
+        note(Reason.METRICS_MISSING, "no scale-down while the KV cache or queue metric is missing", desired)
+
+    history = state.recommendations or (TimedReplicas(now, current),)
+    up, down = policy.scale_up, policy.scale_down
+    n = stabilize(desired, current, history, now, up.stabilization_window, down.stabilization_window)
+    if n > desired:
+        highest = f"highest recommendation in the last {format_duration(down.stabilization_window)}"
+        note(Reason.STABILIZING, f"scale-down stabilizing: {highest} is {n}", n)
+    elif n < desired:
+        lowest = f"lowest recommendation in the last {format_duration(up.stabilization_window)}"
+        note(Reason.UP_STABILIZING, f"scale-up stabilizing: {lowest} is {n}", n)
+
+    if n > current:
+        limit = guards.scale_up_limit(up, state.scale_events, current, now)
+        if limit is not None and n > limit:
+            n = limit
+            note(Reason.RATE_LIMITED, f"scale-up limited to {guards.describe_rule(up)}", n)
+    elif n < current:
+        limit = guards.scale_down_limit(down, state.scale_events, current, now)
+        if limit is not None and n < limit:
+            n = limit
+            note(Reason.RATE_LIMITED, f"scale-down limited to {guards.describe_rule(down)}", n)
+
+    if n < current:
+        n = _consolidate(obs, policy, state, n, current, note)
+
+    n, clamp, clamp_msg = _bounds(n, low, policy, floor_rec)
+    if clamp is not None:
+        note(clamp, clamp_msg, n)
+
+    if limits:
+        reason = limits[-1]
+    elif n == current and obs.pending_replicas > 0 and winner.replicas > obs.ready_replicas:
+        reason = Reason.SCALE_UP_PENDING
+        notes.append(f"{obs.pending_replicas} pending replicas already cover it")
+    else:
+        reason = winner.signal
+    message = "; ".join([winner.message, *notes])
+
+    slo_met = _slo_met(obs, policy)
+    capacity_rps = state.capacity_rps
+    if (
+        slo_met
+        and obs.state is MetricsState.COMPLETE
+        and obs.request_rate is not None
+        and obs.ready_replicas >= 1
+        and capacity.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
+    ):
+        capacity_rps = capacity.learn(
+            capacity_rps,
+            policy.capacity_prior_rps,
+            obs.request_rate,
+            obs.ready_replicas,
+            obs.kv_cache_utilization,
+            policy.target_kv_cache,
+        )
+
+    all_recs = (*recs, floor_rec) if floor_rec else tuple(recs)
+    return Decision(
+        replicas=n,
+        current=current,
+        reason=reason,
+        message=message,
+        recommendations=all_recs,
+        limits=tuple(limits),
+        metrics_available=True,
+        slo_met=slo_met,
+        forecast_rps=fc.rps,
+        horizon=fc.horizon,
+        state=_next_state(
+            state, policy, now, (*history, TimedReplicas(now, desired)), n, current, reason, capacity_rps
+        ),
+        forecast_method=fc.method if fc.rps is not None else None,
+    )
+
+
+def _consolidate(obs: Observation, policy: Policy, state: ScalerState, n: int, current: int, note: _Note) -> int:
+    """Scale down only as far as the replicas left carry today's load within every target."""
+    k, ready = _reporting(obs), obs.ready_replicas
+    kv_total = None
+    if obs.kv_cache_utilization is not None and k >= 1:
+        kv_total = obs.kv_cache_utilization * k + (ready - k) * policy.target_kv_cache
+    waiting = None
+    if obs.waiting is not None and k >= 1:
+        waiting = obs.waiting + (ready - k) * policy.target_waiting_per_replica
+    per_replica = state.capacity_rps if state.capacity_rps is not None else policy.capacity_prior_rps
+    load = guards.Load(kv_total, obs.kv_cache_utilization_max, waiting, obs.request_rate, per_replica)
+    needed = guards.consolidation_floor(load, policy.target_kv_cache, policy.target_waiting_per_replica, current)
+    if needed is None or needed[0] <= n:
+        return n
+    floor = min(needed[0], current)
+    note(Reason.CONSOLIDATION_REFUSED, f"consolidation refused: {needed[1]}", floor)
+    return floor
+
+
+def _next_state(
+    state: ScalerState,
+    policy: Policy,
+    now: float,
+    history: Sequence[TimedReplicas],
+    replicas: int,
+    current: int,
+    reason: Reason,
+    capacity_rps: float | None,
+) -> ScalerState:
+    window = max(policy.scale_up.stabilization_window, policy.scale_down.stabilization_window)
+    events = state.scale_events
+    if replicas != current:
+        events = (*events, ScaleEvent(now, current, replicas, reason.value))
+    period = max(policy.scale_up.period, policy.scale_down.period)
+    return ScalerState(
+        recommendations=prune_recommendations(history, now, window),
+        scale_events=prune_events(events, now, period),
+        time_to_ready=state.time_to_ready,
+        capacity_rps=capacity_rps,
+    )

@@ -1,0 +1,139 @@
+"""Request-rate forecast at `now + horizon` from a rate history, stateless and cheap.
+
+Three methods, chosen by how much history there is:
+
+- ``seasonal``: history spans at least two seasons. The forecast is the current level plus the
+  change the same time of day saw over the horizon in past seasons (median over up to
+  `MAX_SEASONS`), i.e. Holt's level with an additive seasonal profile. Only the samples near the
+  needed instants are read (binary search), so the cost does not grow with weeks of history.
+- ``holt``: at least `MIN_TREND_SAMPLES` samples over `MIN_TREND_SPAN`: Holt's linear trend on the
+  last `TREND_SAMPLES` samples, its growth capped at `MAX_GROWTH` × the recent peak so one noisy
+  ramp cannot ask for an unbounded fleet.
+- ``peak``: anything less: the recent peak.
+
+Whatever the method, the result is never below the peak of the last `PEAK_WINDOW` seconds:
+under-forecasting costs SLO, over-forecasting costs a little GPU time.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from inferscale.scaling.types import RateSample
+
+PEAK_WINDOW = 300.0  # seconds of recent history whose peak is a floor on the forecast
+MIN_TREND_SAMPLES = 5
+MIN_TREND_SPAN = 600.0  # seconds: a shorter history is noise, not a trend
+TREND_SAMPLES = 30  # Holt runs on the newest samples only: old trends are not today's trend
+HOLT_ALPHA = 0.5  # level smoothing; history is already a 1-minute rate, so react fast
+HOLT_BETA = 0.2  # trend smoothing: slower, one bump is not a trend
+MAX_GROWTH = 4.0  # the trend may not forecast more than this multiple of the recent peak
+MAX_SEASONS = 7  # past seasons looked at for the seasonal profile
+SEASON_PROBE = 300.0  # half-width of the window averaged around each past instant
+
+Method = Literal["seasonal", "holt", "peak", "none"]
+
+
+@dataclass(frozen=True)
+class Forecast:
+    rps: float | None  # None when the history holds no usable sample
+    method: Method
+    horizon: float
+    recent_peak: float | None
+
+
+def forecast(history: Sequence[RateSample], now: float, horizon: float, season: float = 86400.0) -> Forecast:
+    """Forecast the request rate at `now + horizon`. `history` is sorted by time, oldest first;
+    samples after `now` and non-finite values are ignored."""
+    if not (math.isfinite(now) and math.isfinite(horizon) and horizon >= 0):
+        raise ValueError(f"forecast needs a finite now and a horizon >= 0, got now={now!r}, horizon={horizon!r}")
+    if not (math.isfinite(season) and season > 0):
+        raise ValueError(f"forecast season must be a positive number of seconds, got {season!r}")
+    end = bisect_right(history, now, key=_at)
+    if end == 0:
+        return Forecast(None, "none", horizon, None)
+    peak = _recent_peak(history, end, now)
+    if peak is None:
+        return Forecast(None, "none", horizon, None)
+    span = now - history[0].at
+    recent = _finite_tail(history, end, TREND_SAMPLES)
+    level, trend = _holt(recent)
+    if span >= 2 * season:
+        profile = _seasonal_change(history, end, now, horizon, season)
+        if profile is not None:
+            return Forecast(max(peak, level + profile), "seasonal", horizon, peak)
+    if len(recent) >= MIN_TREND_SAMPLES and span >= MIN_TREND_SPAN:
+        projected = min(level + trend * horizon, MAX_GROWTH * peak)
+        return Forecast(max(peak, projected), "holt", horizon, peak)
+    return Forecast(peak, "peak", horizon, peak)
+
+
+def _at(sample: RateSample) -> float:
+    return sample.at
+
+
+def _recent_peak(history: Sequence[RateSample], end: int, now: float) -> float | None:
+    start = bisect_left(history, now - PEAK_WINDOW, key=_at, hi=end)
+    window = [s.value for s in history[start:end] if math.isfinite(s.value) and s.value >= 0]
+    if window:
+        return max(window)
+    # Nothing in the window: the newest usable sample is the best we know.
+    tail = _finite_tail(history, end, 1)
+    return tail[-1][1] if tail else None
+
+
+def _finite_tail(history: Sequence[RateSample], end: int, count: int) -> list[tuple[float, float]]:
+    out: list[tuple[float, float]] = []
+    i = end - 1
+    while i >= 0 and len(out) < count:
+        s = history[i]
+        if math.isfinite(s.value) and s.value >= 0 and math.isfinite(s.at):
+            out.append((s.at, s.value))
+        i -= 1
+    out.reverse()
+    return out
+
+
+def _holt(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Holt's linear method on irregularly spaced points: level and trend per second."""
+    if not points:
+        return 0.0, 0.0
+    level, trend = points[0][1], 0.0
+    prev_at = points[0][0]
+    for at, value in points[1:]:
+        dt = at - prev_at
+        if dt <= 0:
+            continue
+        predicted = level + trend * dt
+        new_level = HOLT_ALPHA * value + (1 - HOLT_ALPHA) * predicted
+        trend = HOLT_BETA * (new_level - level) / dt + (1 - HOLT_BETA) * trend
+        level, prev_at = new_level, at
+    return level, trend
+
+
+def _mean_near(history: Sequence[RateSample], end: int, t: float) -> float | None:
+    lo = bisect_left(history, t - SEASON_PROBE, key=_at, hi=end)
+    hi = bisect_right(history, t + SEASON_PROBE, key=_at, lo=lo, hi=end)
+    values = [s.value for s in history[lo:hi] if math.isfinite(s.value) and s.value >= 0]
+    return sum(values) / len(values) if values else None
+
+
+def _seasonal_change(
+    history: Sequence[RateSample], end: int, now: float, horizon: float, season: float
+) -> float | None:
+    """Median over past seasons of (rate at now+horizon) - (rate at now), one season back each."""
+    changes = []
+    for k in range(1, MAX_SEASONS + 1):
+        base = now - k * season
+        if base - SEASON_PROBE < history[0].at:
+            break
+        then = _mean_near(history, end, base)
+        later = _mean_near(history, end, base + horizon)
+        if then is not None and later is not None:
+            changes.append(later - then)
+    return statistics.median(changes) if changes else None
