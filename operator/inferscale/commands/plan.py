@@ -1,0 +1,235 @@
+"""`inferscale plan`: memory, KV capacity and replicas needed for a model on a GPU type at an SLO."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from inferscale.perf import (
+    PerfError,
+    gpu_spec,
+    max_concurrency,
+    operating_point,
+    replica_memory,
+    replica_profile,
+)
+from inferscale.perf.catalog import DTYPE_BYTES, GiB
+from inferscale.scaling.durations import format_duration, parse_duration
+
+_DISABLED = {"none", "off"}
+
+
+class PlanInputError(ValueError):
+    pass
+
+
+def _slo(option: str, text: str) -> float | None:
+    if text.strip().lower() in _DISABLED:
+        return None
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise PlanInputError(f"{option}: {e}, or 'none' to disable") from None
+    if seconds <= 0:
+        raise PlanInputError(f"{option} must be positive, got {text!r}")
+    return seconds
+
+
+def _positive(option: str, value: float | None) -> None:
+    if value is not None and (not math.isfinite(value) or value <= 0):
+        raise PlanInputError(f"{option} must be a positive number, got {value}")
+
+
+def build_plan(
+    model: str,
+    gpu: str,
+    tp: int,
+    gpu_memory_utilization: float,
+    dtype: str,
+    rps: float | None,
+    input_tokens: int | None,
+    output_tokens: int | None,
+    slo_ttft: str,
+    slo_itl: str,
+    gpu_price: float | None,
+) -> dict[str, Any]:
+    """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message."""
+    if dtype.lower() not in DTYPE_BYTES:
+        raise PlanInputError(f"--dtype {dtype!r} is not known; known: {', '.join(sorted(DTYPE_BYTES))}")
+    if (input_tokens is None) != (output_tokens is None):
+        raise PlanInputError("give both --input-tokens and --output-tokens, or neither")
+    if rps is not None and input_tokens is None:
+        raise PlanInputError("--rps needs --input-tokens and --output-tokens to size replicas")
+    if input_tokens is not None and input_tokens < 1:
+        raise PlanInputError(f"--input-tokens must be at least 1, got {input_tokens}")
+    if output_tokens is not None and output_tokens < 1:
+        raise PlanInputError(f"--output-tokens must be at least 1, got {output_tokens}")
+    _positive("--rps", rps)
+    _positive("--gpu-price", gpu_price)
+    ttft, itl = _slo("--slo-ttft", slo_ttft), _slo("--slo-itl", slo_itl)
+    dtype = dtype.lower()
+
+    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype)
+    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype)
+    price = gpu_price if gpu_price is not None else gpu_spec(gpu).price_per_hour
+    replica_cost = price * profile.gpus
+    plan: dict[str, Any] = {
+        "model": profile.model,
+        "gpu": profile.gpu,
+        "tp": profile.tp,
+        "gpus_per_replica": profile.gpus,
+        "dtype": dtype,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "memory_per_gpu_bytes": {
+            "total": mem.total,
+            "usable": mem.usable,
+            "weights": mem.weights,
+            "reserve": mem.reserve,
+            "kv": mem.kv,
+        },
+        "kv_bytes_per_token": profile.kv_bytes_per_token,
+        "kv_capacity_tokens": profile.kv_capacity_tokens,
+        "max_num_seqs": profile.max_num_seqs,
+        "max_num_batched_tokens": profile.max_num_batched_tokens,
+        "block_size": profile.block_size,
+        "step": {
+            "c0": profile.step.c0,
+            "c_prefill": profile.step.c_prefill,
+            "c_decode": profile.step.c_decode,
+            "c_kv": profile.step.c_kv,
+            "source": profile.step.source,
+        },
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "slo_ttft": ttft,
+        "slo_itl": itl,
+        "max_concurrency": None,
+        "replica_capacity_rps": None,
+        "operating_point": None,
+        "rps": rps,
+        "replicas_needed": None,
+        "gpus": None,
+        "gpu_price_per_hour": price,
+        "gpu_price_source": "--gpu-price" if gpu_price is not None else "catalog default (assumption)",
+        "cost_per_replica_hour": replica_cost,
+        "cost_per_hour": None,
+    }
+    if input_tokens is None or output_tokens is None:
+        return plan
+    op = operating_point(profile, float(input_tokens), float(output_tokens), ttft, itl)
+    plan["max_concurrency"] = max_concurrency(profile, input_tokens, output_tokens)
+    plan["replica_capacity_rps"] = op.rate_rps
+    plan["operating_point"] = {
+        "batch": op.batch,
+        "itl": op.itl,
+        "ttft_p95": op.ttft_p95 if math.isfinite(op.ttft_p95) else None,
+        "limited_by": op.limited_by,
+    }
+    if rps is not None and op.rate_rps > 0:
+        replicas = math.ceil(rps / op.rate_rps)
+        plan["replicas_needed"] = replicas
+        plan["gpus"] = replicas * profile.gpus
+        plan["cost_per_hour"] = replicas * replica_cost
+    return plan
+
+
+def _gib(n: int) -> str:
+    return f"{n / GiB:.1f} GiB"
+
+
+def _render(plan: dict[str, Any], console: Console) -> None:
+    mem = plan["memory_per_gpu_bytes"]
+    t = Table(title=f"{plan['model']} on {plan['gpu']} x{plan['tp']} ({plan['dtype']}): memory per GPU")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    t.add_row("total", _gib(mem["total"]))
+    t.add_row(f"usable (x{plan['gpu_memory_utilization']})", _gib(mem["usable"]))
+    t.add_row("weights", _gib(mem["weights"]))
+    t.add_row("activations + CUDA graphs reserve", _gib(mem["reserve"]))
+    t.add_row("KV cache", _gib(mem["kv"]))
+    console.print(t)
+
+    s = plan["step"]
+    r = Table(title="replica")
+    r.add_column("item")
+    r.add_column("value", justify="right")
+    r.add_row("KV bytes per token", f"{plan['kv_bytes_per_token']:,} ({plan['kv_bytes_per_token'] / 1024:g} KiB)")
+    r.add_row("KV capacity", f"{plan['kv_capacity_tokens']:,} tokens")
+    r.add_row("max_num_seqs / max_num_batched_tokens", f"{plan['max_num_seqs']} / {plan['max_num_batched_tokens']}")
+    r.add_row(
+        "step time",
+        f"{s['c0'] * 1e3:.2f} ms + {s['c_prefill'] * 1e6:.2f} µs/prefill token + {s['c_decode'] * 1e6:.2f} µs/seq"
+        f" + {s['c_kv'] * 1e9:.1f} ns/context token",
+    )
+    r.add_row("step-time source", s["source"])
+    console.print(r)
+
+    c = Table(title="capacity at the SLO")
+    c.add_column("item")
+    c.add_column("value", justify="right")
+    if plan["input_tokens"] is None:
+        c.add_row("lengths", "not given: pass --input-tokens and --output-tokens")
+    else:
+        op = plan["operating_point"]
+        ttft = "none" if plan["slo_ttft"] is None else format_duration(plan["slo_ttft"])
+        itl = "none" if plan["slo_itl"] is None else format_duration(plan["slo_itl"])
+        c.add_row("request", f"{plan['input_tokens']} in / {plan['output_tokens']} out")
+        c.add_row("SLO", f"TTFT P95 ≤ {ttft}, mean ITL ≤ {itl}")
+        c.add_row("max concurrency (KV, full length)", str(plan["max_concurrency"]))
+        if op["limited_by"] == "unattainable":
+            c.add_row("replica capacity", "0: one replica cannot meet this SLO at any load")
+        else:
+            c.add_row("replica capacity", f"{plan['replica_capacity_rps']:.2f} req/s (limited by {op['limited_by']})")
+            c.add_row("at batch / ITL / TTFT P95", f"{op['batch']:.0f} / {op['itl'] * 1e3:.1f} ms / "
+                      f"{op['ttft_p95'] * 1e3:.0f} ms")  # fmt: skip
+        if plan["rps"] is not None:
+            c.add_row("load", f"{plan['rps']:g} req/s")
+            if plan["replicas_needed"] is not None:
+                c.add_row("replicas needed", str(plan["replicas_needed"]))
+                c.add_row("GPUs", str(plan["gpus"]))
+                c.add_row("cost", f"${plan['cost_per_hour']:,.2f}/h at ${plan['gpu_price_per_hour']:g}/GPU-h")
+    c.add_row("cost per replica", f"${plan['cost_per_replica_hour']:,.2f}/h ({plan['gpu_price_source']})")
+    console.print(c)
+
+
+def plan(
+    model: Annotated[str, typer.Option(help="Catalog model, e.g. llama-3.1-8b, llama-3.1-70b, qwen3-32b.")],
+    gpu: Annotated[str, typer.Option(help="Catalog GPU, e.g. h100-80gb, a100-80gb, h200-141gb, l40s-48gb.")],
+    tp: Annotated[int, typer.Option(help="Tensor parallelism (GPUs per replica).")] = 1,
+    gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM --gpu-memory-utilization.")] = 0.9,
+    dtype: Annotated[str, typer.Option(help="Weight precision: bf16, fp16 or fp8.")] = "bf16",
+    rps: Annotated[float | None, typer.Option(help="Load to size for, requests/s.")] = None,
+    input_tokens: Annotated[int | None, typer.Option(help="Mean prompt length.")] = None,
+    output_tokens: Annotated[int | None, typer.Option(help="Mean output length.")] = None,
+    slo_ttft: Annotated[str, typer.Option(help="TTFT P95 target, e.g. 500ms; 'none' disables.")] = "500ms",
+    slo_itl: Annotated[str, typer.Option(help="Mean ITL target, e.g. 50ms; 'none' disables.")] = "50ms",
+    gpu_price: Annotated[float | None, typer.Option(help="USD per GPU-hour (default: catalog assumption).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Size a deployment: memory breakdown, KV capacity, one replica's capacity at the SLO, replicas and cost."""
+    try:
+        result = build_plan(
+            model,
+            gpu,
+            tp,
+            gpu_memory_utilization,
+            dtype,
+            rps,
+            input_tokens,
+            output_tokens,
+            slo_ttft,
+            slo_itl,
+            gpu_price,
+        )
+    except (PlanInputError, PerfError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+    else:
+        _render(result, Console())

@@ -1,0 +1,94 @@
+import json
+import math
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from inferscale import cli
+from inferscale.commands.plan import plan as plan_command
+from inferscale.perf import replica_capacity_rps, replica_profile
+
+runner = CliRunner()
+# A group of its own, so `plan` is a subcommand here whatever else inferscale.cli registers.
+app = typer.Typer(pretty_exceptions_enable=False)
+app.callback()(lambda: None)
+app.command("plan")(plan_command)
+BASE = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-80gb"]
+LOAD = ["--rps", "100", "--input-tokens", "1000", "--output-tokens", "200"]
+
+
+def _json(args: list[str]) -> dict[str, Any]:
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_json_sizes_the_load_from_the_perf_model() -> None:
+    plan = _json([*BASE, *LOAD, "--slo-ttft", "500ms", "--slo-itl", "50ms", "--gpu-price", "3"])
+    capacity = replica_capacity_rps(replica_profile("llama-3.1-8b", "h100-80gb"), 1000, 200, 0.5, 0.05)
+    assert plan["kv_bytes_per_token"] == 131072
+    assert plan["kv_capacity_tokens"] == replica_profile("llama-3.1-8b", "h100-80gb").kv_capacity_tokens
+    assert plan["max_concurrency"] == plan["kv_capacity_tokens"] // 1200
+    assert plan["replica_capacity_rps"] == pytest.approx(capacity)
+    assert plan["replicas_needed"] == math.ceil(100 / capacity)
+    assert plan["gpus"] == plan["replicas_needed"]
+    assert plan["cost_per_hour"] == pytest.approx(3 * plan["gpus"])
+    assert plan["gpu_price_source"] == "--gpu-price"
+
+
+def test_tp_multiplies_gpus_and_slo_none_disables_a_bound() -> None:
+    plan = _json(["plan", "--model", "llama-3.1-70b", "--gpu", "H100", "--tp", "4", *LOAD, "--slo-ttft", "none"])
+    assert plan["gpus"] == 4 * plan["replicas_needed"]
+    assert plan["slo_ttft"] is None and plan["slo_itl"] == 0.05
+
+
+def test_without_lengths_capacity_is_unknown_not_zero() -> None:
+    plan = _json(BASE)
+    assert plan["kv_capacity_tokens"] > 0
+    assert plan["max_concurrency"] is None and plan["replica_capacity_rps"] is None
+    assert plan["replicas_needed"] is None
+
+
+def test_unattainable_slo_reports_zero_capacity_and_no_replica_count() -> None:
+    plan = _json([*BASE, *LOAD, "--slo-itl", "2ms"])
+    assert plan["replica_capacity_rps"] == 0.0 and plan["replicas_needed"] is None
+    assert plan["operating_point"]["limited_by"] == "unattainable"
+
+
+def test_tables_show_the_breakdown_and_the_answer() -> None:
+    result = runner.invoke(app, [*BASE, *LOAD], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    for text in ("weights", "KV cache", "444,304 tokens", "replicas needed", "measured: BLIS"):
+        assert text in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "--model", "gpt-9", "--gpu", "h100"], "unknown model 'gpt-9'; known models: llama-3.1-70b"),
+        (["plan", "--model", "llama-3.1-8b", "--gpu", "tpu"], "known GPUs: a100-80gb, h100-80gb"),
+        ([*BASE, "--tp", "3"], "valid: 1, 2, 4, 8"),
+        (["plan", "--model", "llama-3.1-70b", "--gpu", "l40s"], "weights"),
+        ([*BASE, *LOAD, "--slo-ttft", "fast"], "--slo-ttft: invalid duration 'fast'"),
+        ([*BASE, *LOAD, "--slo-itl", "0ms"], "--slo-itl must be positive"),
+        ([*BASE, "--rps", "10"], "--rps needs --input-tokens and --output-tokens"),
+        ([*BASE, "--input-tokens", "10"], "give both --input-tokens and --output-tokens"),
+        ([*BASE, *LOAD, "--gpu-price", "-1"], "--gpu-price must be a positive number"),
+        ([*BASE, "--rps", "0", "--input-tokens", "1", "--output-tokens", "1"], "--rps must be a positive"),
+        ([*BASE, "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization must be in (0, 1]"),
+        ([*BASE, "--dtype", "int4"], "known: bf16, fp16, fp8"),
+    ],
+)
+def test_bad_input_is_a_message_and_exit_code_2(args: list[str], message: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert "Traceback" not in result.output
+    assert result.stdout == ""
+
+
+def test_plan_is_registered_on_the_inferscale_command() -> None:
+    assert "plan" in [c.name for c in cli.app.registered_commands]
