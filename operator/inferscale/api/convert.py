@@ -1,0 +1,73 @@
+"""InferenceService spec -> scaling.Policy: durations to seconds, change limits to ScaleRule, the perf prior."""
+
+from __future__ import annotations
+
+from inferscale.api.models import InvalidSpec
+from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec, ModelRef
+from inferscale.perf import PerfError, replica_capacity_rps, replica_profile
+from inferscale.scaling.durations import parse_duration
+from inferscale.scaling.types import Policy, ScaleRule, Schedule
+
+# Unset maxIncrease: HPA's default scale-up policy, double or add 4 pods, whichever is more.
+DEFAULT_UP_PERCENT = 100.0
+DEFAULT_UP_PODS = 4
+
+
+def _limit(value: int | str | None) -> tuple[float | None, int | None]:
+    """(percent, pods) from '50%' or 3; the spec model has already checked the form."""
+    if value is None:
+        return DEFAULT_UP_PERCENT, DEFAULT_UP_PODS
+    if isinstance(value, str):
+        return float(value.removesuffix("%")), None
+    return None, value
+
+
+def _rule(window: str, limit: int | str | None, period: str) -> ScaleRule:
+    percent, pods = _limit(limit)
+    return ScaleRule(parse_duration(window), percent, pods, parse_duration(period))
+
+
+def capacity_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> float | None:
+    """Requests/s one replica serves at the SLO per the perf model, for typical 1000-in/200-out requests.
+
+    None without a profile, and None when the model says no load meets the SLO: a zero would ask for
+    infinite replicas, while None lets the other signals decide until a capacity is learned.
+    Raises InvalidSpec for a profile, GPU or tensor-parallel size the catalog does not know or that does not fit.
+    """
+    if model.profile is None:
+        return None
+    try:
+        profile = replica_profile(model.profile, model.gpu, model.tensor_parallel)
+        rps = replica_capacity_rps(profile, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, slo_ttft, slo_itl)
+    except PerfError as e:
+        raise InvalidSpec([f"spec.model: {e}"]) from None
+    return rps if rps > 0 else None
+
+
+def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Policy:
+    """The decision policy for a validated spec. `default_interval` (the operator's --interval) applies
+    when the spec leaves behavior.interval unset."""
+    behavior = spec.behavior
+    interval = parse_duration(behavior.interval) if "interval" in behavior.model_fields_set else default_interval
+    slo_ttft, slo_itl = parse_duration(spec.slo.ttft_p95), parse_duration(spec.slo.itl_mean)
+    up, down = behavior.scale_up, behavior.scale_down
+    return Policy(
+        min_replicas=spec.replicas.min,
+        max_replicas=spec.replicas.max,
+        interval=interval,
+        tolerance=behavior.tolerance,
+        slo_ttft_p95=slo_ttft,
+        slo_itl_mean=slo_itl,
+        target_kv_cache=spec.targets.kv_cache_utilization,
+        target_waiting_per_replica=spec.targets.waiting_per_replica,
+        scale_up=_rule(up.stabilization_window, up.max_increase, up.period),
+        scale_down=_rule(down.stabilization_window, down.max_decrease, down.period),
+        stale_after=parse_duration(spec.metrics.stale_after),
+        time_to_ready_prior=parse_duration(spec.warmup.time_to_ready),
+        predictive=spec.warmup.predictive,
+        schedules=tuple(
+            Schedule(cron=s.cron, duration=parse_duration(s.duration), min_replicas=s.min_replicas)
+            for s in spec.warmup.schedules
+        ),
+        capacity_prior_rps=capacity_prior(spec.model, slo_ttft, slo_itl),
+    )

@@ -1,0 +1,90 @@
+"""Validation rules stated once: the CEL the API server runs and the message both it and Python report.
+
+The CRD carries each rule as an `x-kubernetes-validations` entry; the pydantic models raise
+`ValueError(rule.message)` for the same condition, so a spec that slipped past an older CRD is
+rejected by the operator with the words the API server would have used.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic.config import JsonDict
+
+from inferscale.scaling.durations import DURATION_PATTERN, parse_duration
+
+# Longest accepted duration string; bounds the CEL cost estimate of `matches`.
+DURATION_MAX_LENGTH = 32
+CRON_MAX_LENGTH = 128
+# Five cron fields or one of the standard macros (croniter checks the fields themselves in Python).
+CRON_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|hourly)|\S+( +\S+){4})$"
+PERCENT_PATTERN = r"^[1-9][0-9]*%$"
+LABEL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
+
+
+@dataclass(frozen=True)
+class Rule:
+    cel: str
+    message: str
+
+    def schema(self) -> JsonDict:
+        return {"rule": self.cel, "message": self.message}
+
+
+def _cel_string(pattern: str) -> str:
+    """A CEL single-quoted literal for a regex (CEL rejects unknown escapes such as `\\d`)."""
+    return "'" + pattern.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+DURATION = Rule(
+    f"self.matches({_cel_string(DURATION_PATTERN)})",
+    "must be a duration: a number with a unit ms, s, m or h, such as 500ms, 30s, 5m or 1h30m",
+)
+FRACTION = Rule("self > 0.0 && self <= 1.0", "must be a fraction in (0, 1]")
+OPEN_FRACTION = Rule("self > 0.0 && self < 1.0", "must be a fraction in (0, 1)")
+POSITIVE = Rule("self > 0.0", "must be greater than 0")
+CHANGE_LIMIT = Rule(
+    f"type(self) == int ? self >= 1 : self.matches({_cel_string(PERCENT_PATTERN)})",
+    "must be a positive number of pods such as 4 or a percentage such as '100%'",
+)
+REPLICA_BOUNDS = Rule(
+    "!has(self.min) || self.min <= self.max", "replicas.min must be less than or equal to replicas.max"
+)
+ONE_TARGET = Rule(
+    "has(self.scaleTargetRef) != has(self.template)",
+    "exactly one of scaleTargetRef (scale an existing Deployment) or template (the operator creates it) must be set",
+)
+SCHEDULE_WITHIN_MAX = Rule(
+    "!has(self.warmup) || !has(self.warmup.schedules) || "
+    "self.warmup.schedules.all(s, s.minReplicas <= self.replicas.max)",
+    "warmup.schedules[].minReplicas must not exceed replicas.max",
+)
+CRON = Rule(
+    f"self.matches({_cel_string(CRON_PATTERN)})",
+    "must be a cron expression with five fields such as '0 9 * * 1-5', or a macro such as @daily",
+)
+# Checked in Python only: map keys have no maxLength, so a CEL `matches` over them is estimated at the
+# full request size and the API server would refuse the whole CRD for exceeding its cost budget.
+SELECTOR_KEYS_MESSAGE = "selector keys must be Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*)"
+
+
+def check_duration(value: str) -> str:
+    """Accept exactly what the CRD accepts (no surrounding spaces) and what parse_duration can read."""
+    if not isinstance(value, str) or len(value) > DURATION_MAX_LENGTH or not re.fullmatch(DURATION_PATTERN, value):
+        raise ValueError(f"{value!r} {DURATION.message}")
+    parse_duration(value)
+    return value
+
+
+def check_change_limit(value: Any) -> int | str:
+    """Pods (int >= 1) or a percentage string ('100%'); bool is not a number of pods."""
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} {CHANGE_LIMIT.message}")
+    if isinstance(value, int):
+        if value >= 1:
+            return value
+    elif isinstance(value, str) and re.fullmatch(PERCENT_PATTERN, value):
+        return value
+    raise ValueError(f"{value!r} {CHANGE_LIMIT.message}")

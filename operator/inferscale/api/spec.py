@@ -1,0 +1,271 @@
+"""The InferenceService spec: what a user declares (DESIGN §3). The CRD is rendered from these models."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Self
+
+from croniter import croniter
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+
+from inferscale.api.fields import (
+    SPEC_CONFIG,
+    ChangeLimit,
+    Duration,
+    Engine,
+    Fraction,
+    Mode,
+    OpenFraction,
+    PositiveNumber,
+    one_of,
+)
+from inferscale.api.rules import (
+    CRON,
+    CRON_MAX_LENGTH,
+    CRON_PATTERN,
+    LABEL_NAME_PATTERN,
+    ONE_TARGET,
+    REPLICA_BOUNDS,
+    SCHEDULE_WITHIN_MAX,
+    SELECTOR_KEYS_MESSAGE,
+)
+
+# The capacity prior assumes these request lengths when only a model profile is known.
+TYPICAL_INPUT_TOKENS = 1000
+TYPICAL_OUTPUT_TOKENS = 200
+
+
+def _check_cron(value: str) -> str:
+    if len(value) > CRON_MAX_LENGTH or not re.fullmatch(CRON_PATTERN, value) or not croniter.is_valid(value):
+        raise ValueError(f"{value!r} {CRON.message}")
+    return value
+
+
+def _check_selector(value: dict[str, str]) -> dict[str, str]:
+    bad = sorted(k for k in value if not re.fullmatch(LABEL_NAME_PATTERN, k))
+    if bad:
+        raise ValueError(f"{SELECTOR_KEYS_MESSAGE}: {', '.join(repr(k) for k in bad)}")
+    return value
+
+
+Cron = Annotated[
+    str,
+    AfterValidator(_check_cron),
+    WithJsonSchema({"type": "string", "maxLength": CRON_MAX_LENGTH, "x-kubernetes-validations": [CRON.schema()]}),
+]
+
+
+class ModelRef(BaseModel):
+    """The served model: the name the engine reports and, optionally, a catalog entry for a capacity prior."""
+
+    model_config = SPEC_CONFIG
+
+    name: str = Field(min_length=1, description="The engine's model name: the `model_name` label of its metrics.")
+    profile: str | None = Field(
+        default=None,
+        description="Model catalog entry in inferscale.perf (e.g. llama-3.1-8b). When set, a per-replica "
+        f"capacity at the SLO ({TYPICAL_INPUT_TOKENS} input / {TYPICAL_OUTPUT_TOKENS} output tokens) is the prior "
+        "for the capacity signal until one is learned from SLO-compliant periods.",
+    )
+    gpu: str = Field(default="h100-80gb", description="GPU catalog entry of one replica; used with profile.")
+    tensor_parallel: int = Field(default=1, ge=1, description="GPUs per replica (tensor parallel size).")
+
+
+class ScaleTargetRef(BaseModel):
+    """An existing workload to scale through its /scale subresource."""
+
+    model_config = SPEC_CONFIG
+
+    api_version: Annotated[Literal["apps/v1"], BeforeValidator(one_of("apps/v1"))] = Field(
+        default="apps/v1", description="API version of the target."
+    )
+    kind: Annotated[Literal["Deployment"], BeforeValidator(one_of("Deployment"))] = Field(
+        default="Deployment", description="Kind of the target; only Deployments are supported."
+    )
+    name: str = Field(min_length=1, description="Name of the target in the InferenceService's namespace.")
+
+
+class ObjectMeta(BaseModel):
+    """Labels and annotations copied onto the managed Deployment's pods."""
+
+    model_config = SPEC_CONFIG
+
+    labels: dict[str, str] = Field(default_factory=dict, description="Pod labels.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Pod annotations.")
+
+
+class Container(BaseModel):
+    """A container of the model server pod; every other Kubernetes container field is passed through."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    name: str = Field(min_length=1, description="Container name.")
+    image: str = Field(min_length=1, description="Container image, pinned by tag or digest.")
+
+
+class PodSpec(BaseModel):
+    """A Kubernetes PodSpec; fields other than containers are passed through unchecked."""
+
+    model_config = ConfigDict(extra="allow", strict=True)
+
+    containers: list[Container] = Field(min_length=1, description="The model server container(s).")
+
+
+class PodTemplate(BaseModel):
+    """The pod template of the Deployment the operator creates and owns (managed mode)."""
+
+    model_config = SPEC_CONFIG
+
+    metadata: ObjectMeta = Field(default_factory=ObjectMeta, description="Pod labels and annotations.")
+    spec: PodSpec = Field(description="The pod spec (Kubernetes PodSpec).")
+
+
+class Replicas(BaseModel):
+    """Bounds the operator never leaves."""
+
+    model_config = ConfigDict(**SPEC_CONFIG, json_schema_extra={"x-kubernetes-validations": [REPLICA_BOUNDS.schema()]})
+
+    min: int = Field(default=1, ge=1, description="Fewest replicas, also while metrics are missing.")
+    max: int = Field(ge=1, description="Most replicas.")
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> Self:
+        if self.min > self.max:
+            raise ValueError(f"{REPLICA_BOUNDS.message} (min {self.min}, max {self.max})")
+        return self
+
+
+class SLO(BaseModel):
+    """Latency objectives, with vLLM's definitions: TTFT = queue + prefill; ITL = time between output tokens."""
+
+    model_config = SPEC_CONFIG
+
+    ttft_p95: Duration = Field(default="500ms", description="95th percentile time to first token.")
+    itl_mean: Duration = Field(default="50ms", description="Mean inter-token latency.")
+
+
+class Targets(BaseModel):
+    """Saturation set-points per replica."""
+
+    model_config = SPEC_CONFIG
+
+    kv_cache_utilization: Fraction = Field(default=0.8, description="KV-cache usage per replica to hold, in (0, 1].")
+    waiting_per_replica: PositiveNumber = Field(default=4.0, description="Queued requests per replica to hold.")
+
+
+class ScaleUp(BaseModel):
+    """How fast replicas are added."""
+
+    model_config = SPEC_CONFIG
+
+    stabilization_window: Duration = Field(
+        default="0s", description="Scale up to the lowest recommendation within this window."
+    )
+    max_increase: ChangeLimit | None = Field(
+        default=None,
+        description="Most replicas added per period: pods (4) or a percentage of the current count ('100%'). "
+        "Unset: 100% or 4 pods, whichever is larger.",
+    )
+    period: Duration = Field(default="15s", description="The window maxIncrease is counted over.")
+
+
+class ScaleDown(BaseModel):
+    """How fast replicas are removed."""
+
+    model_config = SPEC_CONFIG
+
+    stabilization_window: Duration = Field(
+        default="300s", description="Scale down only to the highest recommendation within this window."
+    )
+    max_decrease: ChangeLimit = Field(
+        default="50%", description="Most replicas removed per period: pods (2) or a percentage ('50%')."
+    )
+    period: Duration = Field(default="60s", description="The window maxDecrease is counted over.")
+
+
+class Behavior(BaseModel):
+    """Decision cadence and guard rails."""
+
+    model_config = SPEC_CONFIG
+
+    interval: Duration = Field(
+        default="10s", description="Time between decisions. Unset: the operator's --interval (10s unless changed)."
+    )
+    tolerance: OpenFraction = Field(
+        default=0.1, description="Dead band: ignore recommendations within this fraction of the current count."
+    )
+    scale_up: ScaleUp = Field(default_factory=ScaleUp, description="Scale-up rate limits.")
+    scale_down: ScaleDown = Field(default_factory=ScaleDown, description="Scale-down rate limits.")
+
+
+class Schedule(BaseModel):
+    """A known peak: a replica floor for `duration` after each cron match (UTC)."""
+
+    model_config = SPEC_CONFIG
+
+    cron: Cron = Field(description="Start of the window, five-field cron in UTC ('0 9 * * 1-5').")
+    duration: Duration = Field(description="Length of the window.")
+    min_replicas: int = Field(ge=1, description="Replica floor during the window.")
+
+
+class Warmup(BaseModel):
+    """Leading demand: a new replica takes minutes to load weights, so scale-up must start early."""
+
+    model_config = SPEC_CONFIG
+
+    time_to_ready: Duration = Field(
+        default="180s", description="Prior for pod creation to Ready; replaced by the measured value."
+    )
+    predictive: bool = Field(default=True, description="Lead demand by time-to-ready using the forecaster.")
+    schedules: list[Schedule] = Field(default_factory=list, max_length=20, description="Known peaks.")
+
+
+class Metrics(BaseModel):
+    """Where the engine metrics come from."""
+
+    model_config = SPEC_CONFIG
+
+    selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Extra PromQL label matchers (label: value), added to namespace and model_name.",
+    )
+    stale_after: Duration = Field(
+        default="60s", description="Samples older than this count as missing: hold the current count."
+    )
+
+
+class InferenceServiceSpec(BaseModel):
+    """An SLO-scaled inference server: which model server, its latency objectives, bounds and behaviour."""
+
+    model_config = ConfigDict(
+        **SPEC_CONFIG,
+        json_schema_extra={"x-kubernetes-validations": [ONE_TARGET.schema(), SCHEDULE_WITHIN_MAX.schema()]},
+    )
+
+    model: ModelRef = Field(description="The served model.")
+    engine: Engine = Field(default="vllm", description="Metric dialect of the model server: vllm or sglang.")
+    scale_target_ref: ScaleTargetRef | None = Field(
+        default=None, description="The Deployment to scale. Exactly one of scaleTargetRef and template."
+    )
+    template: PodTemplate | None = Field(
+        default=None,
+        description="Pod template of a Deployment the operator creates and owns (managed mode). "
+        "Exactly one of scaleTargetRef and template.",
+    )
+    replicas: Replicas = Field(description="Replica bounds.")
+    slo: SLO = Field(default_factory=SLO, description="Latency objectives.")
+    targets: Targets = Field(default_factory=Targets, description="Saturation set-points per replica.")
+    behavior: Behavior = Field(default_factory=Behavior, description="Cadence and rate limits.")
+    warmup: Warmup = Field(default_factory=Warmup, description="Time-to-ready, prediction and schedules.")
+    metrics: Metrics = Field(default_factory=Metrics, description="Metric selection and staleness.")
+    mode: Mode = Field(default="Active", description="Active scales the target; Advisory decides and reports only.")
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> Self:
+        if (self.scale_target_ref is None) == (self.template is None):
+            raise ValueError(ONE_TARGET.message)
+        high = [s.min_replicas for s in self.warmup.schedules if s.min_replicas > self.replicas.max]
+        if high:
+            raise ValueError(f"{SCHEDULE_WITHIN_MAX.message} ({max(high)} > {self.replicas.max})")
+        return self

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from inferscale.api.convert import capacity_prior, policy_from_spec
+from inferscale.api.models import InvalidSpec, parse_spec
+from inferscale.api.spec import ModelRef
+from inferscale.scaling.types import ScaleRule, Schedule
+
+
+def test_design_example_converts_to_seconds_and_rules(full_spec: dict[str, Any]) -> None:
+    full_spec["model"].pop("profile")
+    policy = policy_from_spec(parse_spec(full_spec), default_interval=30.0)
+    assert (policy.min_replicas, policy.max_replicas) == (1, 16)
+    assert policy.interval == 10.0  # written in the spec, so the operator default does not apply
+    assert (policy.slo_ttft_p95, policy.slo_itl_mean) == pytest.approx((0.5, 0.05))
+    assert (policy.target_kv_cache, policy.target_waiting_per_replica, policy.tolerance) == (0.8, 4.0, 0.1)
+    assert policy.scale_up == ScaleRule(0.0, 100.0, None, 15.0)
+    assert policy.scale_down == ScaleRule(300.0, 50.0, None, 60.0)
+    assert (policy.stale_after, policy.time_to_ready_prior, policy.predictive) == (60.0, 180.0, True)
+    assert policy.schedules == (Schedule("0 9 * * 1-5", 9 * 3600.0, 4),)
+    assert policy.capacity_prior_rps is None
+
+
+def test_unset_interval_takes_the_operator_default(minimal_spec: dict[str, Any]) -> None:
+    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).interval == 30.0
+
+
+def test_unset_max_increase_is_double_or_four_pods(minimal_spec: dict[str, Any]) -> None:
+    assert policy_from_spec(parse_spec(minimal_spec), 10.0).scale_up == ScaleRule(0.0, 100.0, 4, 15.0)
+
+
+def test_pod_limits_and_custom_periods(minimal_spec: dict[str, Any]) -> None:
+    minimal_spec["behavior"] = {
+        "scaleUp": {"maxIncrease": 2, "period": "30s", "stabilizationWindow": "1m"},
+        "scaleDown": {"maxDecrease": 1, "period": "2m", "stabilizationWindow": "10m"},
+    }
+    policy = policy_from_spec(parse_spec(minimal_spec), 10.0)
+    assert policy.scale_up == ScaleRule(60.0, None, 2, 30.0)
+    assert policy.scale_down == ScaleRule(600.0, None, 1, 120.0)
+
+
+def test_profile_gives_a_positive_capacity_prior(minimal_spec: dict[str, Any]) -> None:
+    minimal_spec["model"]["profile"] = "llama-3.1-8b"
+    prior = policy_from_spec(parse_spec(minimal_spec), 10.0).capacity_prior_rps
+    assert prior is not None and prior > 0
+
+
+def _prior(model: ModelRef, ttft: float, itl: float) -> float:
+    value = capacity_prior(model, ttft, itl)
+    assert value is not None
+    return value
+
+
+def test_looser_slo_or_more_gpus_never_lowers_the_prior() -> None:
+    base = _prior(ModelRef(name="m", profile="llama-3.1-8b"), 0.5, 0.05)
+    assert _prior(ModelRef(name="m", profile="llama-3.1-8b"), 2.0, 0.1) >= base
+    assert _prior(ModelRef(name="m", profile="llama-3.1-8b", gpu="a100-80gb"), 0.5, 0.05) <= base
+
+
+def test_unreachable_slo_leaves_the_prior_unknown_not_zero() -> None:
+    assert capacity_prior(ModelRef(name="m", profile="llama-3.1-8b"), 0.5, 0.0001) is None
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (ModelRef(name="m", profile="gpt-5"), "unknown model 'gpt-5'"),
+        (ModelRef(name="m", profile="llama-3.1-8b", gpu="tpu-v5"), "unknown GPU 'tpu-v5'"),
+        (ModelRef(name="m", profile="llama-3.1-70b", gpu="l40s-48gb", tensor_parallel=1), "spec.model"),
+    ],
+)
+def test_bad_profile_is_an_invalid_spec(model: ModelRef, message: str) -> None:
+    with pytest.raises(InvalidSpec, match=message):
+        capacity_prior(model, 0.5, 0.05)

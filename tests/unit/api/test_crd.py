@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, get_args, get_origin
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from inferscale.api import rules
+from inferscale.api.crd import SchemaError, _Translator, crd, crd_yaml
+from inferscale.api.status import InferenceServiceStatus
+from inferscale.scaling.durations import DURATION_PATTERN
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITTED = ROOT / "crds" / "inferscale.dev_inferenceservices.yaml"
+CHART_COPY = ROOT / "charts" / "inferscale" / "crds" / "inferscale.dev_inferenceservices.yaml"
+REGENERATE = "run `inferscale crd > crds/inferscale.dev_inferenceservices.yaml` and copy it to charts/inferscale/crds/"
+
+
+def _schema() -> dict[str, Any]:
+    version = crd()["spec"]["versions"][0]
+    schema: dict[str, Any] = version["schema"]["openAPIV3Schema"]
+    return schema
+
+
+def _walk(node: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield f"{path}.{key}", value
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _walk(value, f"{path}[{i}]")
+
+
+def test_committed_crd_matches_the_models() -> None:
+    assert COMMITTED.read_text() == crd_yaml(), f"crds/ is stale: {REGENERATE}"
+
+
+def test_chart_crd_matches_the_committed_one() -> None:
+    assert CHART_COPY.read_text() == COMMITTED.read_text(), f"charts/inferscale/crds/ is stale: {REGENERATE}"
+
+
+def test_rendering_is_deterministic() -> None:
+    assert crd_yaml() == crd_yaml()
+    assert yaml.safe_load(crd_yaml()) == crd()
+
+
+def test_names_scope_and_subresources() -> None:
+    body = crd()
+    assert body["metadata"]["name"] == "inferenceservices.inferscale.dev"
+    names = body["spec"]["names"]
+    assert (names["kind"], names["plural"], names["singular"]) == (
+        "InferenceService",
+        "inferenceservices",
+        "inferenceservice",
+    )
+    assert names["shortNames"] == ["infsvc"]
+    assert body["spec"]["scope"] == "Namespaced"
+    (version,) = body["spec"]["versions"]
+    assert (version["name"], version["served"], version["storage"]) == ("v1alpha1", True, True)
+    # The InferenceService is not itself scaled: status only, no scale subresource.
+    assert version["subresources"] == {"status": {}}
+
+
+def test_printer_columns() -> None:
+    columns = {c["name"]: c for c in crd()["spec"]["versions"][0]["additionalPrinterColumns"]}
+    assert list(columns) == ["Model", "Replicas", "Desired", "TTFT-P95", "KV%", "Waiting", "SLO", "Reason", "Age"]
+    assert columns["SLO"]["jsonPath"] == '.status.conditions[?(@.type=="SLOMet")].status'
+    assert columns["Reason"]["priority"] == 1
+    assert columns["KV%"]["jsonPath"] == ".status.observed.kvCachePercent"
+    schema = _schema()
+    for column in columns.values():
+        if column["name"] in ("Age", "SLO"):
+            continue
+        node = schema
+        for part in column["jsonPath"].strip(".").split("."):
+            node = node["properties"][part]  # every column points at a declared field
+
+
+def test_schema_is_structural() -> None:
+    for path, value in _walk(_schema()):
+        key = path.rsplit(".", 1)[-1]
+        assert key not in ("$ref", "$defs", "title", "default", "const", "additionalProperties") or (
+            key == "additionalProperties" and isinstance(value, dict)
+        ), path
+        assert not key.startswith("x-inferscale"), path
+        if key == "anyOf":
+            assert value == [{"type": "integer"}, {"type": "string"}], path
+        if isinstance(value, dict) and "properties" in value:
+            assert value.get("type") == "object", path
+            for name, sub in value["properties"].items():
+                assert "type" in sub or sub.get("x-kubernetes-int-or-string"), f"{path}.{name}"
+
+
+def test_spec_has_no_nullable_fields_and_status_has() -> None:
+    spec_nullable = [p for p, v in _walk(_schema()["properties"]["spec"]) if p.endswith(".nullable")]
+    assert spec_nullable == []  # the server prunes spec nulls, so null == unset, as in Python
+    status = _schema()["properties"]["status"]["properties"]
+    assert status["observed"]["properties"]["ttftP95"]["nullable"] is True
+    assert status["recommendations"]["items"]["properties"]["value"]["nullable"] is True
+
+
+def _nested_model(annotation: Any) -> tuple[type[BaseModel] | None, bool]:
+    """The model inside `X | None` or `list[X] | None`, and whether it sits in a list."""
+    for arg in (annotation, *get_args(annotation)):
+        if get_origin(arg) is list:
+            (item,) = get_args(arg)
+            if isinstance(item, type) and issubclass(item, BaseModel):
+                return item, True
+        elif isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg, False
+    return None, False
+
+
+def _undeclared(model: type[BaseModel], node: dict[str, Any], path: str) -> Iterator[str]:
+    """Every field of the model that the schema would prune (not declared, no preserve-unknown)."""
+    for name, field in model.model_fields.items():
+        alias = field.alias or name
+        sub = node.get("properties", {}).get(alias)
+        if sub is None:
+            yield f"{path}.{alias}"
+            continue
+        nested, in_list = _nested_model(field.annotation)
+        if nested is not None:
+            yield from _undeclared(nested, sub["items"] if in_list else sub, f"{path}.{alias}")
+
+
+def test_every_status_field_is_declared() -> None:
+    status = _schema()["properties"]["status"]
+    assert list(_undeclared(InferenceServiceStatus, status, "status")) == []
+    props = status["properties"]
+    assert props["history"]["maxItems"] == 20
+    assert props["scaler"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert set(props["observed"]["properties"]) >= {"at", "metrics", "podsReporting", "kvCachePercent", "waiting"}
+    assert "from" in props["history"]["items"]["properties"]
+    assert "x-kubernetes-preserve-unknown-fields" not in status  # declared, not a catch-all
+
+
+def test_cel_rules_and_messages() -> None:
+    spec = _schema()["properties"]["spec"]
+    props = spec["properties"]
+    assert rules.ONE_TARGET.schema() in spec["x-kubernetes-validations"]
+    assert rules.SCHEDULE_WITHIN_MAX.schema() in spec["x-kubernetes-validations"]
+    assert props["replicas"]["x-kubernetes-validations"] == [rules.REPLICA_BOUNDS.schema()]
+    assert props["targets"]["properties"]["kvCacheUtilization"]["x-kubernetes-validations"] == [rules.FRACTION.schema()]
+    assert props["engine"]["enum"] == ["vllm", "sglang"]
+    assert props["mode"]["enum"] == ["Active", "Advisory"]
+    durations = [v for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and rules.DURATION.schema() in v]
+    assert len(durations) == 10  # slo 2, interval, scaleUp 2, scaleDown 2, timeToReady, schedule, staleAfter
+    all_rules = [r for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") for r in v]
+    assert all_rules and all(set(r) == {"rule", "message"} and r["message"] for r in all_rules)
+
+
+def _cel_literal(rule: str) -> str:
+    """The regex inside `self.matches('...')`, unescaped as CEL would."""
+    match = re.search(r"matches\('((?:[^'\\]|\\.)*)'\)", rule)
+    assert match, rule
+    return re.sub(r"\\(.)", r"\1", match.group(1))
+
+
+@pytest.mark.parametrize("text", ["500ms", "30s", "1h30m", "1.5s", "0s", "500", " 5s", "5 s", "-1s", "1d", ""])
+def test_cel_duration_regex_agrees_with_python(text: str) -> None:
+    cel_regex = _cel_literal(rules.DURATION.cel)
+    assert cel_regex == DURATION_PATTERN
+    try:
+        rules.check_duration(text)
+        python_ok = True
+    except ValueError:
+        python_ok = False
+    assert python_ok == bool(re.search(cel_regex, text))
+
+
+@pytest.mark.parametrize("text", ["0 9 * * 1-5", "@daily", "*/5 * * * *", "0 9 * *", "every day", "@often"])
+def test_cel_cron_shape_agrees_with_python(text: str) -> None:
+    cel_ok = bool(re.search(_cel_literal(rules.CRON.cel), text))
+    try:
+        from inferscale.api.spec import _check_cron
+
+        _check_cron(text)
+        python_ok = True
+    except ValueError:
+        python_ok = False
+    assert python_ok == cel_ok
+
+
+def test_unknown_json_schema_construct_fails_loudly() -> None:
+    with pytest.raises(SchemaError, match="oneOf"):
+        _Translator({}, nullable=False).node({"type": "object", "oneOf": []}, "x")
+    with pytest.raises(SchemaError, match="union"):
+        _Translator({}, nullable=False).node(
+            {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}, "x"
+        )
