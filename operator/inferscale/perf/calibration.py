@@ -82,7 +82,7 @@ def closed_loop_tokens_per_s(profile: ReplicaProfile, concurrency: int, input_to
 def nim_8b_rows() -> list[CalibrationRow]:
     p = replica_profile("llama-3.1-8b", "h100-80gb")
     i, o = NIM_8B_LENGTHS
-    rows = []
+    rows = [CalibrationRow("NIM 8B H100 TTFT c=1", NIM_8B[1][0], 1e3 * closed_loop_ttft(p, 1, i, o), "ms")]
     for n, (_, itl, tps) in NIM_8B.items():
         rows.append(CalibrationRow(f"NIM 8B H100 ITL c={n}", itl, 1e3 * closed_loop_itl(p, n, i, o), "ms"))
         rows.append(CalibrationRow(f"NIM 8B H100 tok/s c={n}", tps, closed_loop_tokens_per_s(p, n, i, o), "tok/s"))
@@ -92,7 +92,7 @@ def nim_8b_rows() -> list[CalibrationRow]:
 def nim_70b_rows() -> list[CalibrationRow]:
     p = replica_profile("llama-3.1-70b", "h100-80gb", tp=2, weight_dtype="fp8")
     i, o = NIM_70B_LENGTHS
-    rows = []
+    rows = [CalibrationRow("NIM 70B 2xH100 FP8 TTFT c=1", NIM_70B_TP2[1][0], 1e3 * closed_loop_ttft(p, 1, i, o), "ms")]
     for n, (_, itl, tps) in NIM_70B_TP2.items():
         rows.append(CalibrationRow(f"NIM 70B 2xH100 FP8 ITL c={n}", itl, 1e3 * closed_loop_itl(p, n, i, o), "ms"))
         tps_model = closed_loop_tokens_per_s(p, n, i, o)

@@ -28,6 +28,11 @@ def test_nim_8b_throughput_within_22_percent_below_saturation() -> None:
     assert len(rows) == 5 and _worst(rows) <= 22
 
 
+def test_ttft_without_queueing_within_15_percent() -> None:
+    rows = [r for r in nim_8b_rows() + nim_70b_rows() if "TTFT" in r.case]
+    assert len(rows) == 2 and _worst(rows) <= 15
+
+
 def test_nim_70b_fp8_tp2_within_10_percent_below_saturation() -> None:
     assert _worst(nim_70b_rows()) <= 10
 

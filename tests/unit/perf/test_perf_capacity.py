@@ -89,3 +89,10 @@ def test_operating_point_respects_slos_limits_and_monotonicity(
         assert op.itl <= itl * (1 + 1e-9) and op.ttft_p95 <= ttft * (1 + 1e-9)
     looser = replica_capacity_rps(p, float(i), float(o), ttft * 2, itl * 2)
     assert looser >= op.rate_rps * (1 - 1e-9)
+
+
+def test_capacity_orders_gpus_by_capability() -> None:
+    def rps(gpu: str) -> float:
+        return replica_capacity_rps(replica_profile("llama-3.1-8b", gpu), 1000.0, 200.0, 0.5, 0.05)
+
+    assert rps("l40s-48gb") < rps("a100-80gb") < rps("h100-80gb") < rps("h200-141gb")

@@ -17,9 +17,20 @@ def test_measured_fit_is_used_where_published() -> None:
     assert replica_profile("llama-3.1-70b", "h100-80gb", 8).step.source.startswith("measured: BLIS")
 
 
-def test_roofline_is_used_otherwise_and_for_fp8() -> None:
+def test_roofline_is_used_without_a_fit_of_the_same_model_and_tp() -> None:
     assert replica_profile("qwen3-32b", "h100-80gb").step.source == "roofline (bf16)"
+    assert replica_profile("llama-3.1-70b", "h200-141gb", 2).step.source == "roofline (bf16)"
     assert replica_profile("llama-3.1-8b", "h100-80gb", weight_dtype="fp8").step.source == "roofline (fp8)"
+
+
+def test_other_gpus_scale_the_fit_of_the_nearest_bandwidth_gpu() -> None:
+    h100, a100 = replica_profile("llama-3.1-8b", "h100-80gb").step, replica_profile("llama-3.1-8b", "a100-80gb").step
+    h200, l40s = replica_profile("llama-3.1-8b", "h200-141gb").step, replica_profile("llama-3.1-8b", "l40s-48gb").step
+    assert h200.source.startswith("scaled: BLIS fit llama-3.1-8b h100-80gb TP1")
+    assert l40s.source.startswith("scaled: BLIS fit llama-3.1-8b a100-80gb TP1")
+    # Same compute as the H100, 43% more bandwidth: same prefill cost, faster decode step.
+    assert h200.c_prefill == pytest.approx(h100.c_prefill) and h200.c0 < h100.c0
+    assert l40s.c0 > a100.c0
 
 
 def test_kv_term_is_calibrated_on_the_nim_itl_slope() -> None:
