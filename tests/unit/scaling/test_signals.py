@@ -1,0 +1,164 @@
+"""Per-signal recommendations through `decide`, HPA replica-calculator tables included."""
+
+from __future__ import annotations
+
+import pytest
+from tests.unit.scaling.helpers import observe, policy
+
+from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, decide
+from inferscale.scaling.signals import Usage, hpa_ratio
+
+# No stabilization, no rate limits: these tables test the signals alone.
+FREE = {
+    "scale_up": ScaleRule(0.0, None, None),
+    "scale_down": ScaleRule(0.0, None, None),
+    "max_replicas": 100,
+    "slo_ttft_p95": None,
+    "slo_itl_mean": None,
+}
+
+
+def rec(decision: object, signal: Reason) -> object:
+    found = [r for r in decision.recommendations if r.signal is signal]  # type: ignore[attr-defined]
+    assert len(found) == 1, decision
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("current", "kv", "wanted", "expected"),
+    [
+        (2, 0.95, 3, 3),  # ceil(2 x 0.95 / 0.8) = ceil(2.375)
+        (4, 1.0, 5, 5),
+        (10, 0.4, 5, 5),
+        (10, 0.8, 10, 10),  # on target
+        (10, 0.85, 10, 10),  # ratio 1.0625: inside the 10% dead-band
+        (10, 0.73, 10, 10),  # ratio 0.9125: inside
+        (10, 0.70, 9, 9),  # ratio 0.875: outside, ceil(8.75)
+        (3, 0.0, 0, 1),  # idle: the signal asks for none, min replicas keeps one
+    ],
+)
+def test_kv_cache_is_hpa_ratio_on_ready_replicas(current: int, kv: float, wanted: int, expected: int) -> None:
+    d = decide(observe(current, kv=kv), policy(**FREE), ScalerState(), 0.0)
+    assert rec(d, Reason.KV_CACHE).replicas == wanted  # type: ignore[attr-defined]
+    assert d.replicas == expected
+
+
+def test_kv_message_names_observed_target_and_result() -> None:
+    d = decide(observe(2, kv=0.95), policy(**FREE), ScalerState(), 0.0)
+    assert d.reason is Reason.KV_CACHE
+    assert d.message == "KV cache 95% > 80% target on 2 ready replicas → 3"
+
+
+@pytest.mark.parametrize(
+    ("current", "waiting", "expected"),
+    [(2, 40.0, 10), (5, 30.0, 8), (5, 20.0, 5), (5, 21.0, 5), (5, 23.0, 6)],
+)
+def test_queue_wants_waiting_per_replica_at_target(current: int, waiting: float, expected: int) -> None:
+    d = decide(observe(current, kv=0.8, waiting=waiting), policy(**FREE), ScalerState(), 0.0)
+    assert rec(d, Reason.QUEUE).replicas == expected  # type: ignore[attr-defined]
+
+
+def test_partial_metrics_follow_hpa_missing_metrics_case() -> None:
+    # TestReplicaCalcMissingMetrics: 4 replicas, 2 report 0.4 and 0.095 of target 1.0 -> 3.
+    obs = observe(4, kv=(0.4 + 0.095) / 2, waiting=None, pods_reporting=2, state=MetricsState.PARTIAL)
+    r = hpa_ratio(Usage(0.4 + 0.095, 2, 4), target=1.0, tolerance=0.1, current=4)
+    assert r.replicas == 3
+    d = decide(obs, policy(**FREE, target_kv_cache=1.0), ScalerState(), 0.0)
+    # The queue metric is missing, so HPA's rule holds: no scale-down on partial metric sets.
+    assert d.replicas == 4 and Reason.METRICS_MISSING in d.limits
+    d = decide(
+        observe(4, kv=(0.4 + 0.095) / 2, waiting=0.0, pods_reporting=2, state=MetricsState.PARTIAL),
+        policy(**FREE, target_kv_cache=1.0),
+        ScalerState(),
+        0.0,
+    )
+    assert d.replicas == 3
+
+
+@pytest.mark.parametrize(
+    ("usage", "expected", "held"),
+    [
+        # Scale-up, missing pods at 0%: 2 of 4 report 2x the target; over 4 pods that is exactly 1x: hold.
+        (Usage(2.0, 2, 4), 4, True),
+        # 2 of 4 report 3x the target: over 4 pods 1.5x -> 6.
+        (Usage(3.0, 2, 4), 6, False),
+        # Scale-down, missing pods at 100%: 1 of 4 reports 0 -> (0 + 3 x 0.5) / 2 = 0.75 -> 3.
+        (Usage(0.0, 1, 4), 3, False),
+        # 1 of 4 reports 0.8x; with 3 pods at 100% the ratio is 0.95, inside the dead-band: hold.
+        (Usage(0.4, 1, 4), 4, True),
+    ],
+)
+def test_hpa_partial_rules(usage: Usage, expected: int, held: bool) -> None:
+    r = hpa_ratio(usage, target=0.5, tolerance=0.1, current=4)
+    assert (r.replicas, r.held) == (expected, held)
+
+
+def test_direction_flip_after_filling_missing_pods_holds() -> None:
+    # Reporting pods at 1.2x target ask for more; counting the 3 silent pods as 0% asks for fewer.
+    r = hpa_ratio(Usage(1.2, 1, 4), target=1.0, tolerance=0.1, current=4)
+    assert r.held and r.replicas == 4
+
+
+@pytest.mark.parametrize(
+    ("ttft", "current", "expected"),
+    [
+        (0.6, 4, 5),  # 1.2x the 500ms SLO -> ceil(4.8)
+        (5.0, 4, 8),  # 10x: capped at doubling
+        (0.51, 10, 11),  # just above: at least one more
+    ],
+)
+def test_ttft_above_slo_asks_for_proportionally_more(ttft: float, current: int, expected: int) -> None:
+    pol = policy(**{**FREE, "slo_ttft_p95": 0.5})
+    d = decide(observe(current, kv=0.1, ttft_p95=ttft), pol, ScalerState(), 0.0)
+    assert rec(d, Reason.SLO_TTFT).replicas == expected  # type: ignore[attr-defined]
+    assert d.replicas == expected and d.slo_met is False
+
+
+def test_slo_breach_never_recommends_below_current_even_with_pending_replicas() -> None:
+    pol = policy(**{**FREE, "slo_itl_mean": 0.05})
+    obs = observe(6, kv=0.1, ready_replicas=2, pending_replicas=4, itl_mean=0.06)
+    d = decide(obs, pol, ScalerState(), 0.0)
+    assert d.replicas == 6
+
+
+def test_met_slo_recommends_nothing() -> None:
+    pol = policy(**{**FREE, "slo_ttft_p95": 0.5, "slo_itl_mean": 0.05})
+    d = decide(observe(4, kv=0.8, ttft_p95=0.2, itl_mean=0.01), pol, ScalerState(), 0.0)
+    assert not [r for r in d.recommendations if r.signal in (Reason.SLO_TTFT, Reason.SLO_ITL)]
+    assert d.slo_met is True
+
+
+def test_slo_met_is_unknown_without_latency() -> None:
+    d = decide(observe(4, kv=0.8), policy(), ScalerState(), 0.0)
+    assert d.slo_met is None
+
+
+def test_pending_replicas_are_supply_on_the_way() -> None:
+    # 2 ready at 95% need 3; one more is already starting: no new replica, and the reason says so.
+    obs = observe(3, kv=0.95, ready_replicas=2, pods_reporting=2, pending_replicas=1)
+    d = decide(obs, policy(**FREE), ScalerState(), 0.0)
+    assert d.replicas == 3
+    assert d.reason is Reason.SCALE_UP_PENDING
+    assert "1 pending" in d.message
+
+
+@pytest.mark.parametrize(
+    ("rate", "capacity", "expected"),
+    [(10.0, 1.0, 12), (8.5, 1.0, 10), (0.1, 2.0, 1)],  # ceil(rate / (capacity x 0.85))
+)
+def test_capacity_signal_divides_demand_by_capacity_with_headroom(rate: float, capacity: float, expected: int) -> None:
+    pol = policy(**{**FREE, "capacity_prior_rps": capacity, "predictive": False})
+    d = decide(observe(1, kv=0.1, request_rate=rate), pol, ScalerState(), 0.0)
+    assert rec(d, Reason.CAPACITY).replicas == expected  # type: ignore[attr-defined]
+
+
+def test_learned_capacity_replaces_the_prior() -> None:
+    pol = policy(**{**FREE, "capacity_prior_rps": 1.0, "predictive": False})
+    d = decide(observe(1, kv=0.1, request_rate=8.5), pol, ScalerState(capacity_rps=2.0), 0.0)
+    assert rec(d, Reason.CAPACITY).replicas == 5  # type: ignore[attr-defined]
+    assert "learned" in rec(d, Reason.CAPACITY).message  # type: ignore[attr-defined]
+
+
+def test_no_capacity_signal_without_a_capacity_figure() -> None:
+    d = decide(observe(1, kv=0.1, request_rate=8.5), policy(**FREE), ScalerState(), 0.0)
+    assert not [r for r in d.recommendations if r.signal is Reason.CAPACITY]

@@ -1,0 +1,114 @@
+"""Closed-loop timelines (Knative style): a fleet whose load changes over time, one decide per tick."""
+
+from __future__ import annotations
+
+import itertools
+
+from tests.unit.scaling.helpers import observe, policy, run_fleet
+
+from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, Schedule, decide
+
+HIGH, LOW = 7.6, 0.8  # total KV load in "replicas at 100%": 10 replicas at 76%, then 1 replica's worth
+
+
+def test_load_step_scales_up_on_the_next_tick() -> None:
+    ticks = run_fleet(policy(), lambda t: 1.5 if t < 100 else 6.0, start=2, until=200.0)
+    before = [t.replicas for t in ticks if t.at < 100]
+    assert set(before) == {2}
+    step = next(t for t in ticks if t.at == 100.0)
+    assert step.replicas > 2 and step.decision.reason is Reason.KV_CACHE
+
+
+def test_load_fall_waits_the_window_then_steps_down_at_the_rate_limit() -> None:
+    pol = policy()  # 300 s down window, 50% per 60 s
+    ticks = run_fleet(pol, lambda t: HIGH if t < 600 else LOW, start=10, until=1500.0)
+    downs = [(t.at, t.replicas) for prev, t in itertools.pairwise(ticks) if t.replicas < prev.replicas]
+    last_high_tick = 590.0
+    assert downs[0][0] == last_high_tick + 300.0  # exactly one window after the last high recommendation
+    assert [n for _, n in downs] == [5, 2, 1]  # floor(10 x 0.5), floor(5 x 0.5), then the need (1)
+    gaps = [b[0] - a[0] for a, b in itertools.pairwise(downs)]
+    assert all(g >= 60.0 for g in gaps)
+    assert ticks[-1].replicas == 1
+
+
+def test_restart_through_status_does_not_shorten_the_window() -> None:
+    load = lambda t: HIGH if t < 600 else LOW  # noqa: E731
+    straight = run_fleet(policy(), load, start=10, until=1500.0)
+    restarted = run_fleet(policy(), load, start=10, until=1500.0, restart_at=750.0)
+    assert [t.replicas for t in restarted] == [t.replicas for t in straight]
+
+
+def test_restart_with_lost_state_waits_a_full_window_from_the_restart() -> None:
+    load = lambda t: HIGH if t < 600 else LOW  # noqa: E731
+    ticks = run_fleet(policy(), load, start=10, until=1500.0, restart_at=750.0, lose_state=True)
+    first_down = next(t.at for t in ticks if t.replicas < 10)
+    assert first_down == 750.0 + 300.0
+
+
+def test_constant_load_settles_without_flapping() -> None:
+    ticks = run_fleet(policy(), lambda t: 3.3, start=9, until=2000.0)
+    seq = [t.replicas for t in ticks]
+    assert all(b <= a for a, b in itertools.pairwise(seq))
+    assert seq[-1] == 5  # ceil(3.3 / 0.8)
+
+
+def test_missing_metrics_hold_and_keep_bounds() -> None:
+    pol = policy(min_replicas=2, max_replicas=8)
+    obs = observe(5, kv=None, waiting=None, state=MetricsState.MISSING)
+    d = decide(obs, pol, ScalerState(), 0.0)
+    assert (d.replicas, d.reason, d.metrics_available) == (5, Reason.METRICS_MISSING, False)
+    assert d.message == "metrics missing: holding 5 replicas"
+    d = decide(observe(12, kv=None, state=MetricsState.MISSING), pol, ScalerState(), 0.0)
+    assert (d.replicas, d.reason) == (8, Reason.MAX_REPLICAS)
+    d = decide(observe(1, kv=None, state=MetricsState.MISSING), pol, ScalerState(), 0.0)
+    assert (d.replicas, d.reason) == (2, Reason.MIN_REPLICAS)
+
+
+def test_stale_samples_hold_even_when_labelled_complete() -> None:
+    obs = observe(5, kv=0.05, newest_sample_at=0.0)
+    d = decide(obs, policy(scale_down=ScaleRule(0.0, None, None)), ScalerState(), 90.0)
+    assert (d.replicas, d.reason, d.metrics_available) == (5, Reason.METRICS_STALE, False)
+    assert "1m30s old > 1m" in d.message
+
+
+def test_nan_and_inf_observations_are_missing_not_zero() -> None:
+    free = policy(scale_down=ScaleRule(0.0, None, None))
+    d = decide(observe(5, kv=float("nan"), waiting=float("inf")), free, ScalerState(), 0.0)
+    assert (d.replicas, d.reason, d.metrics_available) == (5, Reason.METRICS_MISSING, False)
+
+
+def test_schedule_floor_raises_even_while_metrics_are_missing() -> None:
+    # 2026-11-30 is a Monday; 09:05 UTC is inside the 09:00 + 9h window.
+    monday_0905 = 1796029200.0 + 300.0
+    pol = policy(schedules=(Schedule("0 9 * * 1-5", 9 * 3600.0, 6),))
+    d = decide(observe(2, kv=None, state=MetricsState.MISSING), pol, ScalerState(), monday_0905)
+    assert (d.replicas, d.reason) == (6, Reason.SCHEDULE)
+    d = decide(observe(2, kv=0.1), pol, ScalerState(), monday_0905)
+    assert (d.replicas, d.reason) == (6, Reason.SCHEDULE)
+    d = decide(observe(2, kv=0.5), pol, ScalerState(), monday_0905 + 10 * 3600.0)
+    assert d.replicas == 2
+
+
+def test_predictive_capacity_leads_by_the_measured_time_to_ready() -> None:
+    from inferscale.scaling import RateSample
+
+    history = [RateSample(60.0 * i, 1.0 + 0.01 * i) for i in range(60)]  # a steady ramp
+    pol = policy(capacity_prior_rps=1.0, max_replicas=50)
+    d = decide(observe(2, kv=0.8, request_rate=1.6), pol, ScalerState(time_to_ready=600.0), 3540.0, history)
+    assert d.horizon == 600.0 and d.forecast_method == "holt"
+    assert d.forecast_rps is not None and d.forecast_rps > 1.59 + 0.09
+    reactive = decide(
+        observe(2, kv=0.8, request_rate=1.6), policy(capacity_prior_rps=1.0, predictive=False), ScalerState(), 3540.0
+    )
+    assert reactive.horizon == 0.0
+
+
+def test_capacity_is_learned_only_from_loaded_slo_compliant_ticks() -> None:
+    pol = policy(capacity_prior_rps=1.0)
+    idle = decide(observe(4, kv=0.1, request_rate=0.4, ttft_p95=0.1, itl_mean=0.01), pol, ScalerState(), 0.0)
+    assert idle.state.capacity_rps is None
+    breach = decide(observe(4, kv=0.8, request_rate=8.0, ttft_p95=2.0), pol, ScalerState(), 0.0)
+    assert breach.state.capacity_rps is None
+    loaded = decide(observe(4, kv=0.8, request_rate=8.0, ttft_p95=0.2, itl_mean=0.02), pol, ScalerState(), 0.0)
+    assert loaded.state.capacity_rps is not None
+    assert 1.0 < loaded.state.capacity_rps <= 1.1  # moved toward 2 req/s per replica, by a bounded step
