@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferscale.perf.capacity import operating_point
 from inferscale.perf.catalog import gpu_spec, model_spec
 from inferscale.perf.profile import ReplicaProfile, replica_profile
 from inferscale.perf.steptime import roofline_coefficients, step_coefficients
@@ -100,14 +99,23 @@ def nim_70b_rows() -> list[CalibrationRow]:
     return rows
 
 
+def saturated_tokens_per_s(profile: ReplicaProfile, input_tokens: int, output_tokens: int) -> float:
+    """Output tok/s of an engine kept full by an infinite request rate: the batch at its limit, with KV
+    filled at the mean sequence size I + O/2 (preemption allowed, as in an offline benchmark). This is the
+    engine's peak, not the SLO-safe capacity of `operating_point`, which keeps KV headroom."""
+    i, o = input_tokens, output_tokens
+    b = min(
+        profile.max_num_seqs, profile.kv_capacity_tokens / (i + o / 2), profile.max_num_batched_tokens / (1 + i / o)
+    )
+    return b / profile.step.step_time(round(b * i / o), round(b), round(b * (i + o / 2)))
+
+
 def trtllm_8b_rows() -> list[CalibrationRow]:
-    """Peak throughput: the replica's operating point with no SLO (batch at its hard limit)."""
     p = replica_profile("llama-3.1-8b", "h100-80gb")
-    rows = []
-    for (i, o), tps in TRTLLM_8B_H100.items():
-        peak = operating_point(p, float(i), float(o), None, None).rate_rps * o
-        rows.append(CalibrationRow(f"TRT-LLM 8B H100 peak {i}/{o}", tps, peak, "tok/s"))
-    return rows
+    return [
+        CalibrationRow(f"TRT-LLM 8B H100 peak {i}/{o}", tps, saturated_tokens_per_s(p, i, o), "tok/s")
+        for (i, o), tps in TRTLLM_8B_H100.items()
+    ]
 
 
 def roofline_rows() -> list[CalibrationRow]:

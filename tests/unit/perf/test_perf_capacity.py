@@ -84,7 +84,8 @@ def test_operating_point_respects_slos_limits_and_monotonicity(
     p = replica_profile("llama-3.1-8b", gpu)
     op = operating_point(p, float(i), float(o), ttft, itl)
     assert op.batch <= p.max_num_seqs
-    assert op.batch * (i + o / 2) <= p.kv_capacity_tokens * (1 + 1e-9)
+    # Full-length sequences keep 10% of the KV cache free (vLLM preempts on growth).
+    assert op.batch * (i + o) <= 0.9 * p.kv_capacity_tokens * (1 + 1e-9)
     if op.rate_rps > 0:
         assert op.itl <= itl * (1 + 1e-9) and op.ttft_p95 <= ttft * (1 + 1e-9)
     looser = replica_capacity_rps(p, float(i), float(o), ttft * 2, itl * 2)
