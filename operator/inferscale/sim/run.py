@@ -1,0 +1,232 @@
+"""Replay one trace against one policy: arrivals, scrapes, decisions and replicas becoming Ready, in time order.
+
+Every policy sees the same requests on its own fleet, which starts warm with `initial_replicas`.
+Policies decide every `policy.interval` seconds from the observer's last scrape. GPU time is billed
+over [0, duration]; after the last arrival the fleet is frozen for `grace` seconds so in-flight
+requests can finish (unbilled, the same for every policy); what is still unfinished then is a miss.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+
+import numpy as np
+import numpy.typing as npt
+
+from inferscale.sim.engine import EngineConfig, Outcomes
+from inferscale.sim.fleet import Fleet, TimeToReady
+from inferscale.sim.observe import Observer
+from inferscale.sim.policy import ScalingPolicy
+from inferscale.sim.requests import Trace
+from inferscale.sim.scores import Scores, score
+from inferscale.sim.traces import RequestArrays
+
+_INF = math.inf
+
+
+@dataclass(frozen=True)
+class Workload:
+    """Requests as columns (sorted by arrival) and the span they cover, seconds."""
+
+    name: str
+    arrival: npt.NDArray[np.float64]
+    input_tokens: npt.NDArray[np.int64]
+    output_tokens: npt.NDArray[np.int64]
+    duration: float
+
+    def __post_init__(self) -> None:
+        n = self.arrival.size
+        if self.input_tokens.size != n or self.output_tokens.size != n:
+            raise ValueError("workload columns differ in length")
+        if n and (np.any(np.diff(self.arrival) < 0) or self.arrival[-1] > self.duration):
+            raise ValueError("arrivals must be sorted and within the duration")
+
+    @classmethod
+    def from_arrays(cls, name: str, arrays: RequestArrays, span: float) -> Workload:
+        """From a trace loader's columns; the span is widened to the last arrival if a replicated
+        request landed past the loader's reported end."""
+        last = float(arrays.arrival[-1]) if len(arrays) else 0.0
+        return cls(name, arrays.arrival, arrays.input_tokens, arrays.output_tokens, max(span, last))
+
+    @classmethod
+    def from_trace(cls, trace: Trace) -> Workload:
+        reqs = trace.requests
+        n = len(reqs)
+        return cls(
+            trace.name,
+            np.fromiter((r.arrival for r in reqs), np.float64, n),
+            np.fromiter((r.input_tokens for r in reqs), np.int64, n),
+            np.fromiter((r.output_tokens for r in reqs), np.int64, n),
+            max(trace.duration, reqs[-1].arrival if n else 0.0),
+        )
+
+    def __len__(self) -> int:
+        return int(self.arrival.size)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    engine: EngineConfig
+    gpus_per_replica: int
+    slo_ttft: float  # seconds, per-request target for the score
+    slo_itl: float
+    time_to_ready: TimeToReady
+    initial_replicas: int
+    seed: int = 0
+    scrape_interval: float = 5.0
+    timeline_step: float = 60.0
+    grace: float = 120.0
+
+
+@dataclass
+class Timeline:
+    at: list[float] = field(default_factory=list)
+    load_rps: list[float] = field(default_factory=list)  # arrivals over the previous step
+    provisioned: list[int] = field(default_factory=list)  # replicas holding GPUs (pending, ready, draining)
+    ready: list[int] = field(default_factory=list)
+    ttft_p95: list[float | None] = field(default_factory=list)  # as the operator observes it
+
+
+@dataclass
+class RunResult:
+    policy: str
+    scores: Scores
+    timeline: Timeline
+    wall_seconds: float
+    outcomes: Outcomes | None = None  # per request; dropped when results cross a process boundary
+
+
+Progress = Callable[[float], None]  # fraction of the trace replayed, 0..1
+
+
+def run_policy(
+    workload: Workload, policy: ScalingPolicy, cfg: RunConfig, progress: Progress | None = None
+) -> RunResult:
+    started = time.perf_counter()
+    n = len(workload)
+    outcomes = Outcomes(n)
+    fleet = Fleet(cfg.engine, cfg.gpus_per_replica, cfg.time_to_ready, cfg.seed, outcomes)
+    fleet.start(cfg.initial_replicas)
+    observer = Observer(cfg.scrape_interval)
+    timeline = Timeline()
+    interval = policy.interval
+    if not (interval > 0 and math.isfinite(interval)):
+        raise ValueError(f"policy {policy.name!r} has an invalid interval {interval!r}")
+
+    next_scrape = 0.0
+    next_decide = interval
+    next_sample = cfg.timeline_step
+    arrived_since_sample = 0
+
+    def until(t: float) -> None:
+        nonlocal next_scrape, next_decide, next_sample, arrived_since_sample
+        while True:
+            ready_at = fleet.next_ready_at
+            tau = min(ready_at, next_scrape, next_decide, next_sample)
+            if tau > t:
+                return
+            if ready_at <= tau:
+                fleet.promote(tau)
+            if next_scrape <= tau:
+                fleet.reap(tau)
+                observer.scrape(tau, fleet)
+                next_scrape += cfg.scrape_interval
+            if next_decide <= tau:
+                obs = observer.observe(tau, fleet)
+                fleet.scale_to(policy.decide(obs, tau, observer.rate_history), tau)
+                next_decide += interval
+            if next_sample <= tau:
+                obs = observer.observe(tau, fleet)
+                timeline.at.append(tau)
+                timeline.load_rps.append(arrived_since_sample / cfg.timeline_step)
+                timeline.provisioned.append(fleet.provisioned)
+                timeline.ready.append(len(fleet.ready))
+                timeline.ttft_p95.append(obs.ttft_p95)
+                arrived_since_sample = 0
+                next_sample += cfg.timeline_step
+
+    arrivals = workload.arrival.tolist()
+    inputs = workload.input_tokens.tolist()
+    outputs = workload.output_tokens.tolist()
+    route = fleet.route
+    next_event = 0.0
+    report_every = max(1, n // 200)
+    for i in range(n):
+        t = arrivals[i]
+        if t >= next_event:
+            until(t)
+            next_event = min(fleet.next_ready_at, next_scrape, next_decide, next_sample)
+        route(t, inputs[i], outputs[i], i, t)
+        arrived_since_sample += 1
+        if progress is not None and i % report_every == 0:
+            progress(i / n)
+    until(workload.duration)
+    end = workload.duration + cfg.grace
+    fleet.promote(end)  # replicas already Ready-bound take any request still queued at the router
+    fleet.advance_all(end)
+    fleet.reap(end)
+    result = score(
+        outcomes,
+        workload.arrival,
+        end,
+        cfg.slo_ttft,
+        cfg.slo_itl,
+        fleet.gpu_seconds(workload.duration),
+        fleet.scale_actions,
+    )
+    if progress is not None:
+        progress(1.0)
+    return RunResult(policy.name, result, timeline, time.perf_counter() - started, outcomes)
+
+
+# -- several policies side by side ----------------------------------------------------------------------
+
+PolicyFactory = Callable[[str], ScalingPolicy]
+_JOB: tuple[Workload, RunConfig, PolicyFactory] | None = None
+
+
+def _run_named(name: str) -> RunResult:
+    assert _JOB is not None, "worker started without a job"
+    workload, cfg, factory = _JOB
+    result = run_policy(workload, factory(name), cfg)
+    result.outcomes = None
+    return result
+
+
+def run_policies(
+    workload: Workload,
+    names: Sequence[str],
+    factory: PolicyFactory,
+    cfg: RunConfig,
+    workers: int = 1,
+    on_done: Callable[[RunResult], None] | None = None,
+) -> dict[str, RunResult]:
+    """Each named policy on its own fleet over the same requests; `workers` > 1 forks a process pool
+    (the workload and the factory are inherited, not pickled). Results keep the order of `names`."""
+    global _JOB
+    results: dict[str, RunResult] = {}
+    if workers <= 1 or len(names) <= 1:
+        for name in names:
+            r = run_policy(workload, factory(name), cfg)
+            r.outcomes = None
+            results[name] = r
+            if on_done is not None:
+                on_done(r)
+        return results
+    _JOB = (workload, cfg, factory)
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+            futures = {name: pool.submit(_run_named, name) for name in names}
+            for name in names:
+                r = futures[name].result()
+                results[name] = r
+                if on_done is not None:
+                    on_done(r)
+    finally:
+        _JOB = None
+    return results

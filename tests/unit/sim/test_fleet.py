@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from inferscale.sim.engine import EngineConfig, Outcomes
+from inferscale.sim.fleet import Fleet, TimeToReady
+
+
+def test_time_to_ready_parses_fixed_and_uniform_forms() -> None:
+    fixed = TimeToReady.parse("180s")
+    assert (fixed.low, fixed.high) == (180.0, 180.0)
+    assert fixed.sample(random.Random(0)) == 180.0
+    span = TimeToReady.parse("2m-4m")
+    draws = [span.sample(random.Random(s)) for s in range(50)]
+    assert all(120.0 <= d <= 240.0 for d in draws) and len(set(draws)) > 1
+    for bad in ("", "fast", "240s-120s", "1m-2m-3m"):
+        with pytest.raises(ValueError, match="time-to-ready"):
+            TimeToReady.parse(bad)
+
+
+def test_router_sends_each_request_to_the_least_outstanding_ready_replica(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(3)
+    for i in range(9):  # round robin while loads tie; replica 1 gets the short requests
+        fleet.route(0.0, 100, 5 if i % 3 == 1 else 20_000, i, 0.0)
+    assert [r.engine.outstanding for r in fleet.ready] == [3, 3, 3]
+    fleet.route(10.0, 100, 5, 9, 10.0)  # by now replica 1 has finished its three
+    assert [r.engine.outstanding for r in fleet.ready] == [3, 1, 3]
+
+
+def test_requests_wait_at_the_router_until_a_replica_is_ready_and_the_wait_counts_in_ttft(
+    engine_cfg: EngineConfig,
+) -> None:
+    out = Outcomes(1)
+    fleet = Fleet(engine_cfg, 1, TimeToReady(30, 30), outcomes=out)
+    fleet.scale_to(1, 0.0)
+    fleet.route(5.0, 100, 2, 0, 5.0)
+    assert len(fleet.queue) == 1 and fleet.next_ready_at == 30.0
+    fleet.promote(30.0)
+    fleet.advance_all(100.0)
+    assert out.ttft[0] == pytest.approx(25.0 + 0.005 + 100 * 10e-6)
+
+
+def test_scale_down_removes_pending_then_least_loaded_and_bills_draining_until_done(
+    engine_cfg: EngineConfig,
+) -> None:
+    fleet = Fleet(engine_cfg, 2, TimeToReady(50, 50))
+    fleet.start(2)
+    fleet.route(0.0, 100, 10_001, 0, 0.0)  # busy replica: 10,000 decode steps of 6 ms = 60 s
+    fleet.scale_to(3, 10.0)  # one pending
+    fleet.scale_to(1, 20.0)
+    busy, idle = fleet.replicas[0], fleet.replicas[1]
+    assert fleet.ready == [busy] and not fleet.pending
+    assert fleet.replicas[2].deleted_at == 20.0 and idle.deleted_at == 20.0
+    fleet.scale_to(0, 21.0)
+    assert fleet.draining == [busy]
+    fleet.reap(100.0)
+    drained = busy.deleted_at
+    assert drained is not None and drained == busy.engine.last_finish_at
+    assert 60.0 < drained < 61.0
+    assert fleet.gpu_seconds(1000.0) == pytest.approx(2 * (drained + 20.0 + 10.0))
+    assert fleet.scale_actions == 3

@@ -1,0 +1,74 @@
+from __future__ import annotations
+
+import pytest
+
+from inferscale.scaling.types import MetricsState
+from inferscale.sim.engine import EngineConfig
+from inferscale.sim.fleet import Fleet, TimeToReady
+from inferscale.sim.observe import Observer
+from inferscale.sim.vllm_buckets import TTFT_BUCKETS
+
+
+def test_no_ready_pod_means_missing_data_never_zero(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.scale_to(2, 0.0)
+    obs_ = Observer()
+    obs_.scrape(0.0, fleet)
+    obs = obs_.observe(1.0, fleet)
+    assert obs.state == MetricsState.MISSING and obs.pending_replicas == 2 and obs.current_replicas == 2
+    assert obs.waiting is None and obs.kv_cache_utilization is None and obs.request_rate is None
+
+
+def test_ttft_p95_interpolates_like_prometheus_over_the_two_minute_increase(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(2)
+    observer = Observer()
+    a, b = (r.engine for r in fleet.ready)
+    a.ttft_buckets[TTFT_BUCKETS.index(0.1)] += 500  # before the window: must not count
+    observer.scrape(0.0, fleet)
+    for t in range(5, 125, 5):
+        observer.scrape(float(t), fleet)
+    # In the window: 60 in (0.08, 0.1], 30 in (0.1, 0.25], 10 in (0.25, 0.5] across two pods.
+    a.ttft_buckets[TTFT_BUCKETS.index(0.1)] += 40
+    b.ttft_buckets[TTFT_BUCKETS.index(0.1)] += 20
+    b.ttft_buckets[TTFT_BUCKETS.index(0.25)] += 30
+    a.ttft_buckets[TTFT_BUCKETS.index(0.5)] += 10
+    a.request_success_total += 90
+    observer.scrape(125.0, fleet)
+    obs = observer.observe(126.0, fleet)
+    # rank 95 of 100 falls in (0.25, 0.5] holding ranks 91..100: 0.25 + 0.25 · (95 − 90) / 10.
+    assert obs.ttft_p95 == pytest.approx(0.375)
+    assert obs.request_rate == pytest.approx(90 / 60)
+    assert obs.state == MetricsState.COMPLETE and obs.pods_reporting == 2 and obs.newest_sample_at == 125.0
+    assert obs.itl_mean is None  # no inter-token observations in the window: unknown, not zero
+
+
+def test_gauges_sum_and_kv_peak_spans_the_last_minute(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(2)
+    observer = Observer()
+    for i in range(40):  # 40 long requests, 20 per replica
+        fleet.route(0.0, 2000, 2000, i, 0.0)
+    observer.scrape(0.0, fleet)
+    observer.scrape(5.0, fleet)
+    peak = max(r.engine.kv_usage for r in fleet.ready)
+    assert peak > 0
+    for r in fleet.ready:
+        r.engine.advance(1000.0)  # everything finishes
+    for t in range(10, 60, 5):
+        observer.scrape(float(t), fleet)
+    obs = observer.observe(60.0, fleet)
+    assert obs.kv_cache_utilization == 0.0 and obs.running == 0.0 and obs.waiting == 0.0
+    assert obs.kv_cache_utilization_max == pytest.approx(peak)
+    assert obs.request_rate == pytest.approx(40 / 55)  # only 55 s of history so far
+    assert obs.gpu_utilization is not None and 0.0 < obs.gpu_utilization <= 1.0
+
+
+def test_rate_history_has_one_sample_per_minute(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(1)
+    observer = Observer()
+    for t in range(0, 305, 5):
+        observer.scrape(float(t), fleet)
+    assert [s.at for s in observer.rate_history] == [60.0, 120.0, 180.0, 240.0, 300.0]
+    assert all(s.value == 0.0 for s in observer.rate_history)
