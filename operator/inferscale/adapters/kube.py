@@ -1,0 +1,155 @@
+"""A small async Kubernetes REST client for the tick loop: whole-fleet lists as plain JSON, /scale
+reads and writes, status merge-patches and Events.
+
+The official client deserialises every list into objects, which costs seconds for thousands of
+pods; the tick only needs a few fields, so this talks JSON over aiohttp with the credentials the
+`kubernetes` package resolves (kubeconfig or in-cluster service account).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+
+SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # a path, not a secret
+
+
+class KubeError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        self.status = status
+        super().__init__(f"HTTP {status}: {message}")
+
+    @property
+    def transient(self) -> bool:
+        return self.status in (0, 408, 429) or self.status >= 500
+
+
+@dataclass(frozen=True)
+class Credentials:
+    host: str
+    ssl: ssl.SSLContext | bool
+    token: str | None
+    token_file: str | None  # re-read per request: projected service-account tokens rotate
+
+    @classmethod
+    def load(cls, kubeconfig: str | None = None) -> Credentials:
+        cfg = k8s_client.Configuration()
+        in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and os.path.exists(SA_TOKEN)
+        if in_cluster:
+            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
+        else:
+            k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)  # type: ignore[no-untyped-call]
+        ctx: ssl.SSLContext | bool
+        if cfg.verify_ssl:
+            ctx = ssl.create_default_context(cafile=cfg.ssl_ca_cert)
+            if cfg.cert_file:
+                ctx.load_cert_chain(cfg.cert_file, cfg.key_file)
+        else:
+            ctx = False
+        auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
+        token = None
+        if auth:
+            prefix = cfg.api_key_prefix.get("authorization", "")
+            token = auth if auth.startswith("Bearer ") or not prefix else f"{prefix} {auth}"
+            token = token.removeprefix("Bearer ").strip()
+        return cls(host=cfg.host.rstrip("/"), ssl=ctx, token=token, token_file=SA_TOKEN if in_cluster else None)
+
+
+class KubeApi:
+    def __init__(self, creds: Credentials, timeout: float = 30.0, concurrency: int = 16) -> None:
+        self.creds = creds
+        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=10.0)
+        self._session: aiohttp.ClientSession | None = None
+        self._sem = asyncio.Semaphore(concurrency)
+        self.requests_sent = 0
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def _headers(self, content_type: str | None) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "inferscale"}
+        token = self.creds.token
+        if self.creds.token_file:
+            with open(self.creds.token_file) as f:
+                token = f.read().strip()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        if content_type:
+            headers["Content-Type"] = content_type
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        content_type: str | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        data = json.dumps(body) if body is not None else None
+        async with self._sem:
+            self.requests_sent += 1
+            try:
+                async with self._session.request(
+                    method,
+                    self.creds.host + path,
+                    data=data,
+                    params=params,
+                    headers=self._headers(content_type if body is not None else None),
+                    ssl=self.creds.ssl,
+                ) as resp:
+                    text = await resp.text()
+                    if resp.status >= 400:
+                        try:
+                            message = json.loads(text).get("message", text)
+                        except ValueError:
+                            message = text
+                        raise KubeError(resp.status, str(message)[:500])
+                    return json.loads(text) if text else None
+            except (aiohttp.ClientError, TimeoutError) as e:
+                raise KubeError(0, f"{type(e).__name__}: {e}") from e
+
+    async def list(self, group_version: str, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """All objects of a kind in one namespace or cluster-wide; [] when the kind is not served
+        (e.g. KEDA is not installed)."""
+        base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+        path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
+        try:
+            answer = await self.request("GET", path)
+        except KubeError as e:
+            if e.status == 404:
+                return []
+            raise
+        items = answer.get("items", []) if isinstance(answer, dict) else []
+        return [i for i in items if isinstance(i, dict)]
+
+    async def get(self, path: str) -> dict[str, Any]:
+        answer = await self.request("GET", path)
+        return answer if isinstance(answer, dict) else {}
+
+    async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        answer = await self.request("PATCH", path, body, "application/merge-patch+json")
+        return answer if isinstance(answer, dict) else {}
+
+    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        answer = await self.request("POST", path, body, "application/json")
+        return answer if isinstance(answer, dict) else {}
+
+    async def delete(self, path: str) -> None:
+        try:
+            await self.request("DELETE", path)
+        except KubeError as e:
+            if e.status != 404:
+                raise

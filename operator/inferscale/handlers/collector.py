@@ -1,0 +1,153 @@
+"""The tick: one batched read of the cluster and of Prometheus for every InferenceService.
+
+Each tick costs a fixed number of requests whatever the number of services: four Kubernetes
+lists per watched namespace (or four cluster-wide), the fixed PromQL set per distinct
+`spec.metrics.selector` (usually one), and one incremental range query for the rate history.
+Per-service daemons wait for the next tick and decide from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from inferscale.adapters.kube import KubeApi, KubeError
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
+from inferscale.handlers import metrics
+
+HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
+HISTORY_STEP = 60.0
+Selector = tuple[tuple[str, str], ...]
+Obj = dict[str, Any]
+
+
+@dataclass
+class Tick:
+    at: float
+    seq: int
+    deployments: dict[tuple[str, str], Obj] = field(default_factory=dict)
+    pods: dict[str, list[Obj]] = field(default_factory=dict)  # namespace -> pods
+    hpas: list[Obj] = field(default_factory=list)
+    scaled_objects: list[Obj] = field(default_factory=list)
+    services: list[Obj] = field(default_factory=list)
+    fleet: dict[Selector, FleetSnapshot] = field(default_factory=dict)
+    kube_error: str | None = None
+    duration: float = 0.0
+
+    def snapshot_for(self, selector: Mapping[str, str]) -> FleetSnapshot:
+        key = tuple(sorted(selector.items()))
+        return self.fleet.get(key) or FleetSnapshot(self.at, {}, frozenset(QUERIES), ("not queried yet",))
+
+
+class Collector:
+    def __init__(
+        self,
+        kube: KubeApi,
+        prom: PrometheusReader,
+        namespaces: list[str] | None,
+        interval: float,
+        clock: Callable[[], float] = time.time,
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.kube, self.prom = kube, prom
+        self.namespaces = namespaces  # None: cluster-wide
+        self.interval = interval
+        self.clock = clock
+        self.log = logger or logging.getLogger("inferscale.collector")
+        self.selectors: dict[str, Selector] = {}  # service key -> its selector, registered by daemons
+        self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        self._history_until: dict[Selector, float] = {}
+        self.latest: Tick | None = None
+        self.last_success: float | None = None
+        self._cond = asyncio.Condition()
+        self._seq = 0
+
+    def register(self, key: str, selector: Mapping[str, str]) -> None:
+        self.selectors[key] = tuple(sorted(selector.items()))
+
+    def forget(self, key: str) -> None:
+        self.selectors.pop(key, None)
+
+    async def _lists(self, tick: Tick) -> None:
+        scopes: list[str | None] = list(self.namespaces) if self.namespaces else [None]
+        kinds = [
+            ("apps/v1", "deployments"),
+            ("v1", "pods"),
+            ("autoscaling/v2", "horizontalpodautoscalers"),
+            ("keda.sh/v1alpha1", "scaledobjects"),
+            ("inferscale.dev/v1alpha1", "inferenceservices"),
+        ]
+        calls = [self.kube.list(gv, plural, ns) for ns in scopes for gv, plural in kinds]
+        results = await asyncio.gather(*calls)
+        for i, items in enumerate(results):
+            plural = kinds[i % len(kinds)][1]
+            for obj in items:
+                meta = obj.get("metadata") or {}
+                ns = str(meta.get("namespace", ""))
+                if plural == "deployments":
+                    tick.deployments[(ns, str(meta.get("name")))] = obj
+                elif plural == "pods":
+                    tick.pods.setdefault(ns, []).append(obj)
+                elif plural == "horizontalpodautoscalers":
+                    tick.hpas.append(obj)
+                elif plural == "scaledobjects":
+                    tick.scaled_objects.append(obj)
+                else:
+                    tick.services.append(obj)
+
+    async def _prometheus(self, tick: Tick) -> None:
+        selectors = set(self.selectors.values()) or {()}
+        snaps = await asyncio.gather(*(self.prom.snapshot(tick.at, dict(s)) for s in selectors))
+        for sel, snap in zip(selectors, snaps, strict=True):
+            tick.fleet[sel] = snap
+            if snap.failed:
+                metrics.PROMETHEUS_ERRORS.inc(len(snap.failed))
+        for sel in selectors:
+            await self._extend_history(sel, tick.at)
+
+    async def _extend_history(self, sel: Selector, now: float) -> None:
+        start = self._history_until.get(sel, now - HISTORY_SPAN)
+        if now - start < HISTORY_STEP:
+            return
+        try:
+            series = await self.prom.rate_history(start, now, HISTORY_STEP, dict(sel))
+        except Exception as e:  # the forecast degrades to the recent peak; never fatal
+            metrics.PROMETHEUS_ERRORS.inc()
+            self.log.warning("rate history query failed: %s", e)
+            return
+        for key, points in series.items():
+            buf = self.history.setdefault(key, deque(maxlen=int(HISTORY_SPAN / HISTORY_STEP) + 2))
+            last = buf[-1][0] if buf else float("-inf")
+            buf.extend(p for p in points if p[0] > last)
+        self._history_until[sel] = now
+
+    async def refresh(self) -> Tick:
+        started = time.monotonic()
+        self._seq += 1
+        tick = Tick(at=self.clock(), seq=self._seq)
+        try:
+            await self._lists(tick)
+        except KubeError as e:
+            tick.kube_error = str(e)
+            self.log.warning("listing the cluster failed: %s", e)
+        await self._prometheus(tick)
+        tick.duration = time.monotonic() - started
+        metrics.TICK_DURATION.observe(tick.duration)
+        if tick.kube_error is None:
+            self.last_success = tick.at
+            metrics.LAST_TICK.set(tick.at)
+        async with self._cond:
+            self.latest = tick
+            self._cond.notify_all()
+        return tick
+
+    async def next_tick(self, after_seq: int) -> Tick:
+        async with self._cond:
+            await self._cond.wait_for(lambda: self.latest is not None and self.latest.seq > after_seq)
+            assert self.latest is not None
+            return self.latest

@@ -1,0 +1,36 @@
+"""The operator's own metrics on /metrics: what it decided, why, and how its ticks went."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+REGISTRY = CollectorRegistry(auto_describe=True)
+_SERVICE = ("namespace", "name")
+
+DESIRED = Gauge("inferscale_desired_replicas", "Replicas inferscale decided.", _SERVICE, registry=REGISTRY)
+CURRENT = Gauge("inferscale_current_replicas", "The target's spec.replicas.", _SERVICE, registry=REGISTRY)
+READY = Gauge("inferscale_ready_replicas", "The target's Ready pods.", _SERVICE, registry=REGISTRY)
+DECISIONS = Counter(
+    "inferscale_decisions", "Decisions by the reason that set the count.", (*_SERVICE, "reason"), registry=REGISTRY
+)
+SCALE_ACTIONS = Counter(
+    "inferscale_scale_actions", "Writes to the target's /scale.", (*_SERVICE, "direction"), registry=REGISTRY
+)
+CONDITION = Gauge("inferscale_condition", "Status conditions: 1 True, 0 False.", (*_SERVICE, "type"), registry=REGISTRY)
+TICK_DURATION = Histogram(
+    "inferscale_tick_duration_seconds",
+    "Time to read the cluster and Prometheus for every service once.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+RECONCILE_DURATION = Histogram(
+    "inferscale_reconcile_duration_seconds",
+    "Time to decide, act and write status for every service in one tick.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+PROMETHEUS_ERRORS = Counter("inferscale_prometheus_query_errors", "PromQL queries that failed.", registry=REGISTRY)
+KUBE_ERRORS = Counter(
+    "inferscale_kubernetes_errors", "Kubernetes API calls that failed.", ("operation",), registry=REGISTRY
+)
+LAST_TICK = Gauge("inferscale_last_tick_timestamp_seconds", "When the last complete tick finished.", registry=REGISTRY)

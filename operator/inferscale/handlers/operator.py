@@ -1,0 +1,165 @@
+"""kopf wiring: settings, the tick loop's lifecycle, the health and metrics endpoint.
+
+kopf owns the process (login, logging, watches, graceful exit); the decisions run in one tick loop
+started at startup, which reads every InferenceService and its workload in batches (see
+collector.py). A change to an InferenceService wakes the loop at once instead of waiting a tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from inferscale.adapters.kube import Credentials, KubeApi
+from inferscale.adapters.prometheus import PrometheusReader
+from inferscale.api.models import GROUP, PLURAL, VERSION
+from inferscale.handlers import metrics
+from inferscale.handlers.collector import Collector
+from inferscale.handlers.reconcile import Runtime, reconcile
+
+log = logging.getLogger("inferscale")
+
+
+@dataclass
+class OperatorConfig:
+    prometheus_url: str
+    interval: float
+    namespaces: list[str] | None  # None: all namespaces
+    metrics_port: int
+    kubeconfig: str | None = None
+    prometheus_timeout: float = 10.0
+
+
+@dataclass
+class Loop:
+    collector: Collector
+    runtime: Runtime
+    stopped: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    tasks: list[asyncio.Task[Any]] = field(default_factory=list)
+    runner: web.AppRunner | None = None
+    started: float = field(default_factory=time.time)
+
+    async def run(self) -> None:
+        while not self.stopped.is_set():
+            begun = time.monotonic()
+            self.wake.clear()
+            try:
+                await self.tick()
+            except Exception:  # one bad tick must not end the loop
+                log.exception("tick failed")
+            delay = max(0.0, self.collector.interval - (time.monotonic() - begun))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), timeout=delay)
+
+    async def tick(self) -> None:
+        tick = await self.collector.refresh()
+        for svc in tick.services:
+            spec = svc.get("spec") or {}
+            selector = (spec.get("metrics") or {}).get("selector") or {}
+            if isinstance(selector, dict):
+                self.collector.register(str((svc.get("metadata") or {}).get("uid")), selector)
+        started = time.monotonic()
+        sem = asyncio.Semaphore(64)
+
+        async def one(svc: dict[str, Any]) -> None:
+            async with sem:
+                try:
+                    await reconcile(self.runtime, tick, svc)
+                except Exception:  # isolate services from each other
+                    meta = svc.get("metadata") or {}
+                    log.exception("reconciling %s/%s failed", meta.get("namespace"), meta.get("name"))
+
+        await asyncio.gather(*(one(s) for s in tick.services))
+        metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
+
+    def healthy(self) -> tuple[bool, str]:
+        last = self.collector.last_success
+        grace = 3 * self.collector.interval + 30
+        now = time.time()
+        if last is None:
+            return now - self.started < grace, "no complete tick yet"
+        age = now - last
+        return age < grace, f"last complete tick {age:.0f}s ago"
+
+
+def configure(settings: kopf.OperatorSettings) -> None:
+    # kopf's defaults wait 5 minutes on a hung API server; see docs/operations.
+    settings.networking.request_timeout = 30
+    settings.networking.connect_timeout = 10
+    settings.watching.server_timeout = 300
+    settings.watching.connect_timeout = 10
+    settings.posting.level = logging.WARNING
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix="inferscale.dev")
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix="inferscale.dev")
+    settings.scanning.disabled = True
+    settings.process.ultimate_exiting_timeout = 30
+
+
+async def _serve(loop: Loop, port: int) -> web.AppRunner:
+    async def metrics_handler(_: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(metrics.REGISTRY), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def health(_: web.Request) -> web.Response:
+        ok, why = loop.healthy()
+        return web.Response(status=200 if ok else 503, text=why + "\n")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_handler)
+    app.router.add_get("/healthz", health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "0.0.0.0", port).start()  # probes and scrapes come from outside the pod
+    return runner
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    configure(settings)
+    cfg: OperatorConfig = memo.config
+    kube = KubeApi(Credentials.load(cfg.kubeconfig))
+    prom = PrometheusReader(cfg.prometheus_url, timeout=cfg.prometheus_timeout)
+    collector = Collector(kube, prom, cfg.namespaces, cfg.interval)
+    loop = Loop(collector, Runtime(kube=kube, default_interval=cfg.interval, history=collector.history))
+    memo.loop = loop
+    loop.runner = await _serve(loop, cfg.metrics_port)
+    loop.tasks.append(asyncio.create_task(loop.run()))
+    log.info(
+        "inferscale started: prometheus %s, interval %.0fs, namespaces %s, metrics on :%d",
+        cfg.prometheus_url,
+        cfg.interval,
+        cfg.namespaces or "all",
+        cfg.metrics_port,
+    )
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    loop: Loop | None = getattr(memo, "loop", None)
+    if loop is None:
+        return
+    loop.stopped.set()
+    loop.wake.set()
+    for task in loop.tasks:
+        task.cancel()
+    await asyncio.gather(*loop.tasks, return_exceptions=True)
+    if loop.runner is not None:
+        await loop.runner.cleanup()
+    await loop.runtime.kube.close()
+
+
+@kopf.on.create(GROUP, VERSION, PLURAL)
+@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
+async def spec_changed(memo: kopf.Memo, **_: Any) -> None:
+    """A new or changed spec is acted on now, not at the next tick (a managed Deployment appears at once)."""
+    loop: Loop | None = getattr(memo, "loop", None)
+    if loop is not None:
+        loop.wake.set()

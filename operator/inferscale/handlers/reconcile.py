@@ -1,0 +1,404 @@
+"""One InferenceService, one tick: validate, find the target, observe, decide, act, explain.
+
+Idempotent and level-triggered: everything it needs from the past is in the object's status
+(`status.scaler`), so a restart or a re-run of the same tick changes nothing it should not.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from inferscale.adapters.kube import KubeApi, KubeError
+from inferscale.adapters.observation import Workload, observe
+from inferscale.adapters.workload import (
+    conflicting_autoscalers,
+    measured_time_to_ready,
+    parse_time,
+    rfc3339,
+    target_state,
+)
+from inferscale.api.convert import policy_from_spec
+from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
+from inferscale.handlers import metrics
+from inferscale.handlers.collector import Tick
+from inferscale.handlers.status import (
+    Condition,
+    append_history,
+    condition_changed,
+    decision_status,
+    merge_conditions,
+    metrics_condition,
+    observed,
+    recommendations,
+    slo_condition,
+)
+from inferscale.scaling import decide, state_from_status, state_to_status
+from inferscale.scaling.durations import format_duration
+from inferscale.scaling.types import Decision, Observation, RateSample, ScalerState
+
+MANAGED_BY = "app.kubernetes.io/managed-by"
+TEMPLATE_HASH = "inferscale.dev/template-hash"
+SERVICE_LABEL = "inferscale.dev/inferenceservice"
+
+
+@dataclass
+class Runtime:
+    kube: KubeApi
+    default_interval: float
+    history: Mapping[tuple[str, str], Any]
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
+    instance: str = field(default_factory=socket.gethostname)
+    last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
+
+
+def _cr_path(ns: str, name: str) -> str:
+    return f"/apis/{API_VERSION}/namespaces/{ns}/{PLURAL}/{name}"
+
+
+async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
+    meta = body.get("metadata") or {}
+    ns = meta.get("namespace")
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": meta.get("name"),
+            "namespace": ns,
+            "uid": meta.get("uid"),
+        },
+        "type": kind,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": "inferscale"},
+        "reportingComponent": "inferscale",
+        "reportingInstance": rt.instance,
+        "firstTimestamp": rfc3339(now),
+        "lastTimestamp": rfc3339(now),
+        "count": 1,
+    }
+    try:
+        await rt.kube.create(f"/api/v1/namespaces/{ns}/events", event)
+    except KubeError as e:
+        metrics.KUBE_ERRORS.labels("event").inc()
+        rt.logger.warning("could not post event %s for %s/%s: %s", reason, ns, meta.get("name"), e)
+
+
+async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+    meta = body.get("metadata") or {}
+    try:
+        await rt.kube.merge_patch(_cr_path(meta["namespace"], meta["name"]) + "/status", {"status": status})
+    except KubeError as e:
+        metrics.KUBE_ERRORS.labels("status").inc()
+        rt.logger.warning("could not write status of %s/%s: %s", meta.get("namespace"), meta.get("name"), e)
+
+
+async def _problem(
+    rt: Runtime, body: Mapping[str, Any], now: float, conditions: list[Condition], event_reason: str, message: str
+) -> None:
+    """A state in which nothing is scaled: say so in conditions, and once in an Event."""
+    status = body.get("status") or {}
+    previous = status.get("conditions")
+    if any(condition_changed(previous, c) for c in conditions if c.status != "True" or c.type == "Conflict"):
+        await post_event(rt, body, "Warning", event_reason, message, now)
+    meta = body.get("metadata") or {}
+    await _patch_status(
+        rt,
+        body,
+        {
+            "conditions": merge_conditions(previous, conditions, now, meta.get("generation")),
+            "observedGeneration": meta.get("generation"),
+        },
+    )
+    for c in conditions:
+        metrics.CONDITION.labels(meta.get("namespace"), meta.get("name"), c.type).set(1 if c.status == "True" else 0)
+
+
+def _template_hash(template: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def managed_deployment(body: Mapping[str, Any], template: Mapping[str, Any], replicas: int) -> dict[str, Any]:
+    """The Deployment an InferenceService owns in managed mode; deleting the service deletes it (GC)."""
+    meta = body.get("metadata") or {}
+    name = meta["name"]
+    selector = {SERVICE_LABEL: name}
+    pod_meta = dict(template.get("metadata") or {})
+    pod_meta["labels"] = {**(pod_meta.get("labels") or {}), **selector}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": meta["namespace"],
+            "labels": {MANAGED_BY: "inferscale", SERVICE_LABEL: name},
+            "annotations": {TEMPLATE_HASH: _template_hash(template)},
+            "ownerReferences": [
+                {
+                    "apiVersion": API_VERSION,
+                    "kind": KIND,
+                    "name": name,
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector},
+            "template": {"metadata": pod_meta, "spec": template.get("spec") or {}},
+        },
+    }
+
+
+def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("uid") == uid and r.get("controller") for r in refs)
+
+
+def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> list[str]:
+    """Older InferenceServices on the same target win; this one stands down."""
+    meta = body.get("metadata") or {}
+    mine = (parse_time(meta.get("creationTimestamp")) or 0.0, str(meta.get("name")))
+    found = []
+    for other in tick.services:
+        om = other.get("metadata") or {}
+        if om.get("namespace") != meta.get("namespace") or om.get("uid") == meta.get("uid"):
+            continue
+        spec = other.get("spec") or {}
+        ref = (spec.get("scaleTargetRef") or {}).get("name") or (om.get("name") if spec.get("template") else None)
+        theirs = (parse_time(om.get("creationTimestamp")) or 0.0, str(om.get("name")))
+        if ref == target and theirs < mine:
+            found.append(f"InferenceService/{om.get('name')}")
+    return found
+
+
+def _history(rt: Runtime, ns: str, model: str) -> list[RateSample]:
+    return [RateSample(t, v) for t, v in rt.history.get((ns, model), ())]
+
+
+def _unrecorded(decision: Decision, now: float) -> ScalerState:
+    """The decision's state without the scale event it assumed: used when nothing was written."""
+    events = tuple(e for e in decision.state.scale_events if e.at != now)
+    return replace(decision.state, scale_events=events)
+
+
+async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decision | None:
+    meta = body.get("metadata") or {}
+    ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+    now = tick.at
+    status = body.get("status") or {}
+
+    try:
+        spec = parse_spec(body.get("spec") or {})
+        policy = policy_from_spec(spec, rt.default_interval)
+    except InvalidSpec as e:
+        await _problem(rt, body, now, [Condition("Ready", "False", "InvalidSpec", str(e))], "InvalidSpec", str(e))
+        return None
+
+    last = rt.last_decided.get(uid)
+    unchanged = status.get("observedGeneration") == meta.get("generation")
+    if last is not None and now - last < policy.interval - 0.5 and unchanged:
+        return None  # this service decides less often than the operator ticks
+    rt.last_decided[uid] = now
+
+    managed = spec.template is not None
+    target = spec.scale_target_ref.name if spec.scale_target_ref is not None else name
+    deployment = tick.deployments.get((ns, target))
+    if tick.kube_error is not None:
+        return None  # without a fresh view of the cluster, acting could undo someone else's change
+    if managed:
+        template = spec.template.model_dump(by_alias=True, exclude_none=True)  # type: ignore[union-attr]
+        if deployment is None:
+            try:
+                deployment = await rt.kube.create(
+                    f"/apis/apps/v1/namespaces/{ns}/deployments",
+                    managed_deployment(body, template, policy.min_replicas),
+                )
+                await post_event(rt, body, "Normal", "Created", f"created Deployment {target}", now)
+            except KubeError as e:
+                metrics.KUBE_ERRORS.labels("create").inc()
+                await _problem(
+                    rt,
+                    body,
+                    now,
+                    [Condition("Ready", "False", "CreateFailed", str(e))],
+                    "CreateFailed",
+                    f"could not create Deployment {target}: {e}",
+                )
+                return None
+        elif not _owned_by(deployment, uid):
+            msg = f"Deployment {target} exists and is not owned by this InferenceService; refusing to adopt it"
+            await _problem(
+                rt,
+                body,
+                now,
+                [Condition("Ready", "False", "Conflict", msg), Condition("Conflict", "True", "NotOwned", msg)],
+                "Conflict",
+                msg,
+            )
+            return None
+        elif ((deployment.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH) != _template_hash(
+            template
+        ):
+            desired = managed_deployment(body, template, 0)
+            try:
+                await rt.kube.merge_patch(
+                    f"/apis/apps/v1/namespaces/{ns}/deployments/{target}",
+                    {
+                        "metadata": {"annotations": desired["metadata"]["annotations"]},
+                        "spec": {"template": desired["spec"]["template"]},
+                    },
+                )
+                await post_event(rt, body, "Normal", "Updated", f"updated the pod template of Deployment {target}", now)
+            except KubeError as e:
+                metrics.KUBE_ERRORS.labels("update").inc()
+                rt.logger.warning("could not update Deployment %s/%s: %s", ns, target, e)
+    elif deployment is None:
+        msg = f"Deployment {target} not found in namespace {ns}"
+        await _problem(rt, body, now, [Condition("Ready", "False", "TargetNotFound", msg)], "TargetNotFound", msg)
+        return None
+
+    others = conflicting_autoscalers(ns, "Deployment", target, tick.hpas, tick.scaled_objects)
+    others += _competing_services(tick, body, target)
+    if others:
+        msg = f"{', '.join(others)} already scales Deployment {target}; inferscale will not fight it"
+        await _problem(
+            rt,
+            body,
+            now,
+            [Condition("Ready", "False", "Conflict", msg), Condition("Conflict", "True", "OtherAutoscaler", msg)],
+            "Conflict",
+            msg,
+        )
+        return None
+
+    ts = target_state(deployment, tick.pods.get(ns, []), now)
+    prior = state_from_status(status.get("scaler"))
+    ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
+    state = replace(prior, time_to_ready=ttr)
+    workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
+    obs, why = observe(tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after)
+    decision = decide(obs, policy, state, now, _history(rt, ns, spec.model.name))
+
+    advisory = spec.mode == "Advisory"
+    acted = False
+    if decision.changed and not advisory:
+        try:
+            await rt.kube.merge_patch(
+                f"/apis/apps/v1/namespaces/{ns}/deployments/{target}/scale", {"spec": {"replicas": decision.replicas}}
+            )
+            acted = True
+        except KubeError as e:
+            metrics.KUBE_ERRORS.labels("scale").inc()
+            await post_event(
+                rt, body, "Warning", "ScaleFailed", f"could not scale {target} to {decision.replicas}: {e}", now
+            )
+    new_state = decision.state if acted else _unrecorded(decision, now)
+
+    await _write(rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted)
+    return decision
+
+
+async def _write(
+    rt: Runtime,
+    body: Mapping[str, Any],
+    now: float,
+    mode: str,
+    policy: Any,
+    obs: Observation,
+    why: str,
+    decision: Decision,
+    ts: Any,
+    ttr: float | None,
+    state: ScalerState,
+    target: str,
+    acted: bool,
+) -> None:
+    meta = body.get("metadata") or {}
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    status = body.get("status") or {}
+    previous = status.get("conditions")
+    direction = "up" if decision.replicas > decision.current else "down"
+
+    conditions = [
+        Condition("Ready", "True", "Scaling" if mode == "Active" else "Advising", f"deciding for Deployment {target}"),
+        metrics_condition(obs, why),
+        slo_condition(decision, obs, policy.slo_ttft_p95 or 0.0, policy.slo_itl_mean or 0.0),
+        Condition(
+            "ScalingLimited",
+            "True" if decision.limits else "False",
+            decision.limits[-1].value if decision.limits else "NotLimited",
+            decision.message if decision.limits else "the recommendation was applied as computed",
+        ),
+        Condition(
+            "CapacityBlocked",
+            "True" if ts.capacity_blocked else "False",
+            "InsufficientResources" if ts.capacity_blocked else "Schedulable",
+            f"{ts.capacity_blocked} pod(s) unschedulable: {ts.capacity_message}"
+            if ts.capacity_blocked
+            else "all pods scheduled",
+        ),
+        Condition(
+            "Advisory",
+            "True" if mode == "Advisory" else "False",
+            "AdvisoryMode" if mode == "Advisory" else "ActiveMode",
+            f"would scale to {decision.replicas}; the target is not changed"
+            if mode == "Advisory"
+            else "decisions are applied",
+        ),
+        Condition("Conflict", "False", "NoConflict", "no other autoscaler targets this workload"),
+    ]
+    for c in conditions:
+        if c.type in ("MetricsAvailable", "CapacityBlocked") and condition_changed(previous, c):
+            bad = (c.type == "MetricsAvailable" and c.status == "False") or (
+                c.type == "CapacityBlocked" and c.status == "True"
+            )
+            if bad:
+                await post_event(rt, body, "Warning", c.reason, c.message, now)
+        metrics.CONDITION.labels(ns, name, c.type).set(1 if c.status == "True" else 0)
+
+    history = status.get("history")
+    new_status: dict[str, Any] = {
+        "replicas": decision.replicas if acted else ts.replicas,
+        "readyReplicas": len(ts.ready_pods),
+        "pendingReplicas": ts.pending,
+        "desiredReplicas": decision.replicas,
+        "observedGeneration": meta.get("generation"),
+        "targetName": target,
+        "observed": observed(obs, why),
+        "recommendations": recommendations(decision),
+        "forecast": {
+            "requestRate": round(decision.forecast_rps, 4) if decision.forecast_rps is not None else None,
+            "horizon": format_duration(decision.horizon),
+        },
+        "timeToReady": {
+            "measured": format_duration(ttr) if ttr is not None else None,
+            "samples": len(ts.time_to_ready),
+        },
+        "decision": decision_status(decision, now),
+        "conditions": merge_conditions(previous, conditions, now, meta.get("generation")),
+        "scaler": state_to_status(state),
+    }
+    if acted:
+        new_status["lastScaleTime"] = rfc3339(now)
+        new_status["history"] = append_history(
+            history, now, decision.current, decision.replicas, decision.reason.value, decision.message
+        )
+        verb = "ScaledUp" if direction == "up" else "ScaledDown"
+        await post_event(rt, body, "Normal", verb, f"{decision.current} → {decision.replicas}: {decision.message}", now)
+        metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
+    await _patch_status(rt, body, new_status)
+    metrics.DESIRED.labels(ns, name).set(decision.replicas)
+    metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
+    metrics.READY.labels(ns, name).set(len(ts.ready_pods))
+    metrics.DECISIONS.labels(ns, name, decision.reason.value).inc()

@@ -1,0 +1,130 @@
+"""Status conditions and the explanation written to status: pure functions of one tick's outcome."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from inferscale.adapters.workload import rfc3339
+from inferscale.scaling.durations import format_duration
+from inferscale.scaling.types import Decision, MetricsState, Observation
+
+HISTORY_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str
+    message: str
+
+
+def merge_conditions(
+    previous: Iterable[Mapping[str, Any]] | None, new: Sequence[Condition], now: float, generation: int | None
+) -> list[dict[str, Any]]:
+    """Keeps lastTransitionTime when a condition's status did not change."""
+    old = {c.get("type"): c for c in previous or [] if isinstance(c, Mapping)}
+    out = []
+    for c in new:
+        prev = old.get(c.type)
+        changed = prev is None or prev.get("status") != c.status
+        out.append(
+            {
+                "type": c.type,
+                "status": c.status,
+                "reason": c.reason,
+                "message": c.message,
+                "lastTransitionTime": rfc3339(now) if changed else prev.get("lastTransitionTime", rfc3339(now)),  # type: ignore[union-attr]
+                "observedGeneration": generation,
+            }
+        )
+    return out
+
+
+def condition_changed(previous: Iterable[Mapping[str, Any]] | None, c: Condition) -> bool:
+    for p in previous or []:
+        if isinstance(p, Mapping) and p.get("type") == c.type:
+            return p.get("status") != c.status or p.get("reason") != c.reason
+    return True
+
+
+def metrics_condition(obs: Observation | None, why: str) -> Condition:
+    if obs is None:
+        return Condition("MetricsAvailable", "Unknown", "NotObserved", why)
+    if obs.state is MetricsState.COMPLETE:
+        return Condition("MetricsAvailable", "True", "MetricsComplete", why)
+    if obs.state is MetricsState.PARTIAL:
+        return Condition("MetricsAvailable", "True", "MetricsPartial", why + "; missing pods count conservatively")
+    reason = "MetricsStale" if obs.state is MetricsState.STALE else "MetricsMissing"
+    return Condition("MetricsAvailable", "False", reason, why + "; holding the current replica count")
+
+
+def slo_condition(decision: Decision | None, obs: Observation | None, slo_ttft: float, slo_itl: float) -> Condition:
+    if decision is None or decision.slo_met is None or obs is None:
+        return Condition("SLOMet", "Unknown", "NoLatencyData", "no requests finished in the latency window")
+    parts = []
+    if obs.ttft_p95 is not None:
+        parts.append(f"TTFT P95 {format_duration(obs.ttft_p95)} (SLO {format_duration(slo_ttft)})")
+    if obs.itl_mean is not None:
+        parts.append(f"ITL mean {format_duration(obs.itl_mean)} (SLO {format_duration(slo_itl)})")
+    return Condition(
+        "SLOMet",
+        "True" if decision.slo_met else "False",
+        "WithinSLO" if decision.slo_met else "SLOViolated",
+        ", ".join(parts) or "latency within objectives",
+    )
+
+
+def observed(obs: Observation, state_text: str) -> dict[str, Any]:
+    kv = obs.kv_cache_utilization
+
+    def num(v: float | None) -> float | None:
+        return round(v, 4) if v is not None else None
+
+    return {
+        "at": rfc3339(obs.at),
+        "metrics": obs.state.value,
+        "podsReporting": obs.pods_reporting,
+        "ttftP95": format_duration(obs.ttft_p95) if obs.ttft_p95 is not None else None,
+        "itlMean": format_duration(obs.itl_mean) if obs.itl_mean is not None else None,
+        "kvCacheUtilization": num(kv),
+        "kvCachePercent": round(kv * 100) if kv is not None else None,
+        "waiting": num(obs.waiting),
+        "running": num(obs.running),
+        "requestRate": num(obs.request_rate),
+        "promptTokenRate": num(obs.prompt_token_rate),
+        "generationTokenRate": num(obs.generation_token_rate),
+    }
+
+
+def decision_status(decision: Decision, now: float) -> dict[str, Any]:
+    return {
+        "at": rfc3339(now),
+        "replicas": decision.replicas,
+        "reason": decision.reason.value,
+        "message": decision.message,
+        "limits": [r.value for r in decision.limits],
+    }
+
+
+def recommendations(decision: Decision) -> list[dict[str, Any]]:
+    return [
+        {
+            "signal": r.signal.value,
+            "replicas": r.replicas,
+            "value": round(r.value, 4) if r.value is not None else None,
+            "target": round(r.target, 4) if r.target is not None else None,
+            "message": r.message,
+        }
+        for r in decision.recommendations
+    ]
+
+
+def append_history(
+    history: Iterable[Mapping[str, Any]] | None, now: float, from_: int, to: int, reason: str, message: str
+) -> list[dict[str, Any]]:
+    items = [dict(h) for h in history or [] if isinstance(h, Mapping)]
+    items.append({"at": rfc3339(now), "from": from_, "to": to, "reason": reason, "message": message})
+    return items[-HISTORY_LIMIT:]

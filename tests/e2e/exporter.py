@@ -1,0 +1,177 @@
+"""A metrics fixture: vLLM-format /metrics for every Ready pod of a Deployment, registered with
+Prometheus through its file discovery (one target per pod, with namespace and pod labels).
+
+Pods added by the operator join as soon as the API says they are Ready; values are set per pod
+(the same for all), like a load balancer spreading a load evenly.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from tests.e2e.cluster import Cluster
+
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+
+
+@dataclass
+class Values:
+    kv: float = 0.3
+    waiting: float = 0.0
+    running: float = 4.0
+    ttft: float = 0.08  # every request's TTFT, seconds
+    itl: float = 0.02
+    rps: float = 1.0  # finished requests per second per pod
+
+
+class PodState:
+    """Cumulative counters advance with wall time at the configured rates, like a real engine."""
+
+    def __init__(self) -> None:
+        self.requests = 0.0
+        self.ttft_sum = 0.0
+        self.ttft_buckets = [0.0] * len(TTFT_BUCKETS)
+        self.itl_sum = 0.0
+        self.itl_count = 0.0
+        self.last = time.monotonic()
+
+    def advance(self, v: Values) -> None:
+        now = time.monotonic()
+        n = v.rps * (now - self.last)
+        self.last = now
+        self.requests += n
+        self.ttft_sum += n * v.ttft
+        for i, le in enumerate(TTFT_BUCKETS):
+            if v.ttft <= le:
+                self.ttft_buckets[i] += n
+        self.itl_sum += n * 100 * v.itl
+        self.itl_count += n * 100
+
+
+def render(model: str, v: Values, s: PodState) -> str:
+    lbl = f'model_name="{model}",engine="0"'
+    lines = [
+        "# TYPE vllm:num_requests_running gauge",
+        f"vllm:num_requests_running{{{lbl}}} {v.running}",
+        "# TYPE vllm:num_requests_waiting gauge",
+        f"vllm:num_requests_waiting{{{lbl}}} {v.waiting}",
+        "# TYPE vllm:kv_cache_usage_perc gauge",
+        f"vllm:kv_cache_usage_perc{{{lbl}}} {v.kv}",
+        "# TYPE vllm:request_success_total counter",
+        f'vllm:request_success_total{{{lbl},finished_reason="stop"}} {s.requests}',
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+    ]
+    for le, c in zip(TTFT_BUCKETS, s.ttft_buckets, strict=True):
+        lines.append(f'vllm:time_to_first_token_seconds_bucket{{{lbl},le="{le}"}} {c}')
+    lines += [
+        f'vllm:time_to_first_token_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
+        f"vllm:time_to_first_token_seconds_sum{{{lbl}}} {s.ttft_sum}",
+        f"vllm:time_to_first_token_seconds_count{{{lbl}}} {s.requests}",
+        "# TYPE vllm:inter_token_latency_seconds histogram",
+        f'vllm:inter_token_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.itl_count}',
+        f"vllm:inter_token_latency_seconds_sum{{{lbl}}} {s.itl_sum}",
+        f"vllm:inter_token_latency_seconds_count{{{lbl}}} {s.itl_count}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+class Exporter:
+    def __init__(self, cluster: Cluster, namespace: str, app: str, model: str) -> None:
+        self.cluster, self.namespace, self.app, self.model = cluster, namespace, app, model
+        self.values = Values()
+        self.serving = True
+        self.pods: dict[str, PodState] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        exporter = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                pod = self.path.rsplit("/", 1)[-1]
+                with exporter._lock:
+                    state = exporter.pods.get(pod)
+                    body = None
+                    if exporter.serving and state is not None:
+                        state.advance(exporter.values)
+                        body = render(exporter.model, exporter.values, state).encode()
+                if body is None:
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.target_name = f"exporter-{namespace}-{app}"
+        self._threads = [
+            threading.Thread(target=self.server.serve_forever, daemon=True),
+            threading.Thread(target=self._follow_pods, daemon=True),
+        ]
+
+    def start(self) -> Exporter:
+        for t in self._threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self.server.shutdown()
+        (self.cluster.targets_dir / f"{self.target_name}.json").unlink(missing_ok=True)
+
+    def set(self, **values: float) -> None:
+        with self._lock:
+            for k, v in values.items():
+                setattr(self.values, k, v)
+
+    def vanish(self) -> None:
+        """The engines stop answering: scrapes fail and Prometheus marks the series stale."""
+        with self._lock:
+            self.serving = False
+
+    def _ready_pods(self) -> list[str]:
+        items = self.cluster.kubectl_json("get", "pods", "-n", self.namespace, "-l", f"app={self.app}")["items"]
+        out = []
+        for p in items:
+            conds = {c["type"]: c["status"] for c in p.get("status", {}).get("conditions", [])}
+            if conds.get("Ready") == "True" and not p["metadata"].get("deletionTimestamp"):
+                out.append(p["metadata"]["name"])
+        return sorted(out)
+
+    def _follow_pods(self) -> None:
+        registered: list[str] = []
+        while not self._stop.is_set():
+            try:
+                pods = self._ready_pods()
+            except AssertionError:
+                pods = registered
+            with self._lock:
+                for p in pods:
+                    self.pods.setdefault(p, PodState())
+                for p in set(self.pods) - set(pods):
+                    del self.pods[p]
+            if pods != registered:
+                groups = [
+                    {
+                        "targets": [self.address],
+                        "labels": {"namespace": self.namespace, "pod": p, "__metrics_path__": f"/metrics/{p}"},
+                    }
+                    for p in pods
+                ]
+                path = self.cluster.targets_dir / f"{self.target_name}.json"
+                tmp = path.with_suffix(".tmp")
+                self.cluster.targets_dir.mkdir(parents=True, exist_ok=True)
+                tmp.write_text(json.dumps(groups))
+                tmp.replace(path)
+                registered = pods
+            self._stop.wait(1.0)
