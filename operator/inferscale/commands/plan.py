@@ -126,8 +126,8 @@ def build_plan(
     plan["replica_capacity_rps"] = op.rate_rps
     plan["operating_point"] = {
         "batch": op.batch,
-        "itl": op.itl,
-        "ttft_p95": op.ttft_p95 if math.isfinite(op.ttft_p95) else None,
+        "itl": _finite(op.itl),
+        "ttft_p95": _finite(op.ttft_p95),  # None: unbounded, the queue grows at the peak rate
         "limited_by": op.limited_by,
     }
     if rps is not None and op.rate_rps > 0:
@@ -136,6 +136,14 @@ def build_plan(
         plan["gpus"] = replicas * profile.gpus
         plan["cost_per_hour"] = replicas * replica_cost
     return plan
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def _ms(x: float | None) -> str:
+    return "unbounded" if x is None else f"{x * 1e3:.1f} ms"
 
 
 def _gib(n: int) -> str:
@@ -185,8 +193,7 @@ def _render(plan: dict[str, Any], console: Console) -> None:
             c.add_row("replica capacity", "0: one replica cannot meet this SLO at any load")
         else:
             c.add_row("replica capacity", f"{plan['replica_capacity_rps']:.2f} req/s (limited by {op['limited_by']})")
-            c.add_row("at batch / ITL / TTFT P95", f"{op['batch']:.0f} / {op['itl'] * 1e3:.1f} ms / "
-                      f"{op['ttft_p95'] * 1e3:.0f} ms")  # fmt: skip
+            c.add_row("at batch / ITL / TTFT P95", f"{op['batch']:.0f} / {_ms(op['itl'])} / {_ms(op['ttft_p95'])}")
         if plan["rps"] is not None:
             c.add_row("load", f"{plan['rps']:g} req/s")
             if plan["replicas_needed"] is not None:

@@ -65,6 +65,15 @@ def test_tables_show_the_breakdown_and_the_answer() -> None:
         assert text in result.stdout
 
 
+def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
+    plan = _json([*BASE, *LOAD, "--slo-ttft", "none", "--slo-itl", "off"])
+    assert plan["operating_point"]["ttft_p95"] is None
+    assert plan["operating_point"]["limited_by"] in {"max_num_seqs", "kv_cache", "token_budget"}
+    result = runner.invoke(app, [*BASE, *LOAD, "--slo-ttft", "none", "--slo-itl", "none"], terminal_width=200)
+    assert result.exit_code == 0, result.output
+    assert "unbounded" in result.stdout
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
