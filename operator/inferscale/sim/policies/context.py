@@ -1,0 +1,110 @@
+"""What a simulated policy is told about its service: the replica, the SLOs, the bounds, the trace."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+
+from inferscale.perf import ReplicaProfile, replica_capacity_rps
+from inferscale.sim.requests import Trace
+from inferscale.sim.traces import RatePoint, rate_curve
+
+# Token lengths are rounded UP onto a 5 % geometric grid before asking the perf model, so that a
+# 14-day curve of per-window means costs a few hundred capacity solves, not tens of thousands.
+# Rounding up errs towards less capacity per replica (more replicas), never fewer.
+LENGTH_GRID = 1.05
+
+
+def _on_grid(tokens: float) -> float:
+    if tokens <= 1:
+        return 1.0
+    return float(LENGTH_GRID ** math.ceil(math.log(tokens) / math.log(LENGTH_GRID) - 1e-9))
+
+
+@dataclass(frozen=True)
+class PolicyContext:
+    """`trace` is the future: only the oracle (and static-peak, which is defined by the trace's peak)
+    may look at its arrivals; every policy may use its mean input/output lengths, as a user who set up
+    the baseline would have benchmarked with their typical request. `curve`, when given, stands in for
+    the trace's requests (aggregate simulation of a ServeGen curve whose requests are never built)."""
+
+    profile: ReplicaProfile
+    slo_ttft: float  # seconds, TTFT P95 target
+    slo_itl: float  # seconds, mean ITL target
+    time_to_ready: float  # mean seconds from pod creation to Ready
+    min_replicas: int
+    max_replicas: int
+    trace: Trace
+    interval: float = 10.0  # inferscale's decision interval (and the oracle's)
+    initial_replicas: int = 1
+    curve: tuple[RatePoint, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("slo_ttft", "slo_itl", "interval"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"PolicyContext.{name} must be a positive number of seconds, got {value!r}")
+        if not (math.isfinite(self.time_to_ready) and self.time_to_ready >= 0):
+            raise ValueError(f"PolicyContext.time_to_ready must be >= 0 seconds, got {self.time_to_ready!r}")
+        if self.min_replicas < 0 or self.max_replicas < max(self.min_replicas, 1):
+            raise ValueError(
+                f"PolicyContext needs 0 <= min_replicas <= max_replicas and max_replicas >= 1, "
+                f"got min {self.min_replicas}, max {self.max_replicas}"
+            )
+        if not self.min_replicas <= self.initial_replicas <= self.max_replicas:
+            raise ValueError(
+                f"PolicyContext.initial_replicas {self.initial_replicas} is outside "
+                f"[{self.min_replicas}, {self.max_replicas}]"
+            )
+        if self.curve is not None and len(self.curve) == 0:
+            raise ValueError("PolicyContext.curve is empty; pass None to derive it from the trace")
+
+    def clamp(self, replicas: int) -> int:
+        return min(max(replicas, self.min_replicas), self.max_replicas)
+
+    def capacity_rps(self, input_tokens: float, output_tokens: float) -> float:
+        """One replica's request rate at the SLO for these mean lengths (0.0: the SLO is unattainable)."""
+        return replica_capacity_rps(
+            self.profile, _on_grid(input_tokens), _on_grid(output_tokens), self.slo_ttft, self.slo_itl
+        )
+
+    def replicas_for(self, rate_rps: float, input_tokens: float, output_tokens: float) -> int:
+        """Fewest replicas that carry `rate_rps` at the SLO, before the min/max clamp."""
+        if rate_rps <= 0:
+            return 0
+        capacity = self.capacity_rps(input_tokens, output_tokens)
+        if capacity <= 0:
+            return self.max_replicas
+        return math.ceil(rate_rps / capacity - 1e-9)
+
+    def load_curve(self, window: float = 60.0) -> list[RatePoint]:
+        """The future's request rate per window: `curve` if given (its own windows), else the trace binned."""
+        if self.curve is not None:
+            return list(self.curve)
+        return rate_curve(self.trace, window)
+
+    @cached_property
+    def mean_input_tokens(self) -> float:
+        return self._mean_lengths[0]
+
+    @cached_property
+    def mean_output_tokens(self) -> float:
+        return self._mean_lengths[1]
+
+    @cached_property
+    def _mean_lengths(self) -> tuple[float, float]:
+        if self.trace.requests:
+            n = len(self.trace.requests)
+            return (
+                sum(r.input_tokens for r in self.trace.requests) / n,
+                sum(r.output_tokens for r in self.trace.requests) / n,
+            )
+        points = [p for p in self.load_curve() if p.rate > 0 and p.mean_input is not None]
+        weight = sum(p.rate for p in points)
+        if weight <= 0:
+            raise ValueError(f"trace {self.trace.name!r} holds no request: mean lengths are unknown")
+        return (
+            sum(p.rate * (p.mean_input or 0.0) for p in points) / weight,
+            sum(p.rate * (p.mean_output or 0.0) for p in points) / weight,
+        )

@@ -1,0 +1,33 @@
+"""Static provisioning for the peak: what a team without an autoscaler runs.
+
+The replica count that serves the trace's 1-minute peak request rate at the SLO (peak rate /
+`replica_capacity_rps` at the trace's mean lengths, rounded up), all the time. It looks at the trace
+by definition: the peak is what such a team sizes for from its own history. Start the fleet at
+`replicas` (the simulator should use it as the initial count), or it ramps once at the first tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from inferscale.scaling.types import Observation, RateSample
+from inferscale.sim.policies.context import PolicyContext
+
+PEAK_WINDOW = 60.0
+INTERVAL = 60.0
+
+
+def peak_replicas(ctx: PolicyContext, window: float = PEAK_WINDOW) -> int:
+    peak = max(p.rate for p in ctx.load_curve(window))
+    return ctx.clamp(ctx.replicas_for(peak, ctx.mean_input_tokens, ctx.mean_output_tokens))
+
+
+class StaticPeak:
+    name = "static-peak"
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        self.interval = INTERVAL
+        self.replicas = peak_replicas(ctx)
+
+    def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
+        return self.replicas

@@ -1,0 +1,59 @@
+"""The oracle provisions each window's need exactly time-to-ready ahead; static-peak sizes for the peak."""
+
+from __future__ import annotations
+
+import math
+
+from tests.unit.sim.policies.policy_fixtures import make_ctx, make_obs, steady_trace
+
+from inferscale.sim.policies.oracle import Oracle
+from inferscale.sim.policies.static_peak import StaticPeak
+from inferscale.sim.traces import load_rate_curve
+
+STEP = steady_trace([(0.0, 600.0, 5.0), (600.0, 1200.0, 150.0)])
+
+
+def test_a_step_at_600_s_is_provisioned_from_600_minus_time_to_ready() -> None:
+    ctx = make_ctx(trace=STEP, time_to_ready=180.0, interval=10.0)
+    oracle = Oracle(ctx)
+    low, high = oracle.replicas_at(0.0), oracle.replicas_at(600.0)
+    assert low < high
+    timeline = {t: oracle.decide(make_obs(low), float(t), []) for t in range(0, 1200, 10)}
+    assert timeline[410] == low
+    assert timeline[420] == high  # 420 + 180 = 600: the new replicas are Ready as the step arrives
+    assert all(n == high for t, n in timeline.items() if 420 <= t < 1020)
+    assert timeline[1030] == 1  # past the end of the trace: min_replicas
+
+
+def test_need_covers_the_rate_with_poisson_headroom_at_the_slo() -> None:
+    ctx = make_ctx(trace=STEP)
+    oracle = Oracle(ctx)
+    n = 150.0 * 60
+    expected = math.ceil((n + math.sqrt(n)) / 60 / ctx.capacity_rps(1000, 200))
+    assert oracle.replicas_at(700.0) == expected
+
+
+def test_the_oracle_lead_is_the_context_time_to_ready() -> None:
+    early = Oracle(make_ctx(trace=STEP, time_to_ready=300.0))
+    assert early.decide(make_obs(1), 300.0, []) == early.replicas_at(600.0)
+    assert early.decide(make_obs(1), 290.0, []) == early.replicas_at(0.0)
+
+
+def test_oracle_runs_on_a_rate_curve_without_requests() -> None:
+    curve = tuple(load_rate_curve("/work/shared/traces/m-small_aggregate_10min.csv", time_scale=10))
+    from inferscale.sim.requests import Trace
+
+    ctx = make_ctx(trace=Trace("m-small", (), curve[-1].t + 60.0), curve=curve, max_replicas=500)
+    oracle = Oracle(ctx)
+    assert oracle.window == 60.0
+    assert len(oracle.needs) == 2016
+    assert max(oracle.needs) > min(oracle.needs) >= 1
+
+
+def test_static_peak_serves_the_peak_minute_all_the_time() -> None:
+    ctx = make_ctx(trace=STEP)
+    peak = StaticPeak(ctx)
+    assert peak.replicas == math.ceil(150.0 / ctx.capacity_rps(ctx.mean_input_tokens, ctx.mean_output_tokens))
+    assert {peak.decide(make_obs(1), float(t), []) for t in range(0, 1200, 60)} == {peak.replicas}
+    capped = StaticPeak(make_ctx(trace=STEP, max_replicas=2))
+    assert capped.replicas == 2

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+from tests.unit.sim.policies.policy_fixtures import make_ctx, make_obs
+
+from inferscale.sim.policies import POLICY_NAMES, make_policy
+
+
+def test_every_documented_policy_is_registered() -> None:
+    expected = {
+        "static-peak",
+        "hpa-gpu-util",
+        "keda-queue",
+        "knative-kpa",
+        "aibrix-apa",
+        "wva-saturation",
+        "dynamo-sla",
+        "oracle",
+    }
+    assert expected <= set(POLICY_NAMES)
+
+
+def test_unknown_name_lists_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="unknown policy 'hpa'; known: static-peak, hpa-gpu-util"):
+        make_policy("hpa", make_ctx())
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_each_policy_decides_within_bounds_and_names_itself(name: str) -> None:
+    c = make_ctx(min_replicas=2, max_replicas=5, initial_replicas=2)
+    policy = make_policy(name, c)
+    assert policy.name == name
+    assert policy.interval > 0
+    busy = make_obs(
+        3,
+        kv_cache_utilization=0.99,
+        kv_cache_utilization_max=1.0,
+        waiting=500.0,
+        running=900.0,
+        request_rate=400.0,
+        prompt_token_rate=400_000.0,
+        generation_token_rate=80_000.0,
+        gpu_utilization=1.0,
+        ttft_p95=5.0,
+        itl_mean=0.2,
+    )
+    for i in range(40):
+        n = policy.decide(busy, i * policy.interval, [])
+        assert isinstance(n, int)
+        assert 2 <= n <= 5
+
+
+def test_policies_do_not_share_state() -> None:
+    c = make_ctx()
+    a, b = make_policy("knative-kpa", c), make_policy("knative-kpa", c)
+    assert a is not b
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"slo_ttft": 0.0}, "slo_ttft must be a positive"),
+        ({"slo_itl": float("nan")}, "slo_itl must be a positive"),
+        ({"time_to_ready": -1.0}, "time_to_ready must be >= 0"),
+        ({"min_replicas": 5, "max_replicas": 2}, "min_replicas <= max_replicas"),
+        ({"initial_replicas": 0}, "initial_replicas 0 is outside [1, 100]"),
+        ({"curve": ()}, "curve is empty"),
+    ],
+)
+def test_context_rejects_bad_values(overrides: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ValueError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
+        make_ctx(**overrides)
