@@ -257,7 +257,7 @@ def _decide(
     if (
         slo_met
         and obs.state is MetricsState.COMPLETE
-        and obs.request_rate is not None
+        and obs.request_rate  # a queue with nothing finishing is stuck, not a capacity figure
         and obs.ready_replicas >= 1
         and capacity.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
     ):

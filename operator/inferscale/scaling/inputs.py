@@ -21,7 +21,6 @@ _OBSERVED = (
     "request_rate",
     "prompt_token_rate",
     "generation_token_rate",
-    "newest_sample_at",
     "gpu_utilization",
 )
 _FRACTIONS = ("kv_cache_utilization", "kv_cache_utilization_max", "gpu_utilization")
@@ -50,6 +49,9 @@ def clean_observation(obs: Observation) -> Observation:
             continue
         if not _usable(value) or (name in _FRACTIONS and value > 1.0):
             changes[name] = None
+    # A timestamp may be any finite number (the simulator's clock starts at 0, tests go negative).
+    if obs.newest_sample_at is not None and not math.isfinite(obs.newest_sample_at):
+        changes["newest_sample_at"] = None
     return dataclasses.replace(obs, **changes) if changes else obs  # type: ignore[arg-type]
 
 

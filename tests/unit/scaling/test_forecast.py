@@ -1,0 +1,95 @@
+"""The rate forecaster: method by history length, the recent-peak floor, bounded growth."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from inferscale.scaling import RateSample, forecast
+from inferscale.scaling.forecast import MAX_GROWTH, PEAK_WINDOW
+
+DAY = 86400.0
+
+
+def series(values: list[float], step: float = 60.0, start: float = 0.0) -> list[RateSample]:
+    return [RateSample(start + i * step, v) for i, v in enumerate(values)]
+
+
+def test_no_history_forecasts_nothing() -> None:
+    f = forecast([], now=100.0, horizon=180.0)
+    assert (f.rps, f.method) == (None, "none")
+
+
+def test_short_history_forecasts_the_recent_peak() -> None:
+    f = forecast(series([1.0, 5.0, 2.0]), now=120.0, horizon=180.0)
+    assert (f.rps, f.method) == (5.0, "peak")
+
+
+def test_trend_is_extrapolated_over_the_horizon() -> None:
+    ramp = series([10.0 + 0.5 * i for i in range(40)])  # +0.5 req/s per minute
+    now = ramp[-1].at
+    f = forecast(ramp, now=now, horizon=600.0)
+    assert f.method == "holt"
+    assert f.rps == pytest.approx(29.5 + 0.5 * 10, rel=0.05)
+
+
+def test_a_falling_trend_never_forecasts_below_the_recent_peak() -> None:
+    fall = series([50.0 - i for i in range(40)])
+    now = fall[-1].at
+    f = forecast(fall, now=now, horizon=600.0)
+    peak = max(s.value for s in fall if s.at >= now - PEAK_WINDOW)
+    assert f.rps == peak and f.recent_peak == peak
+
+
+def test_trend_growth_is_capped() -> None:
+    spike = series([1.0] * 30 + [1.0 + 20.0 * i for i in range(1, 8)])
+    f = forecast(spike, now=spike[-1].at, horizon=3600.0)
+    assert f.rps is not None and f.rps <= MAX_GROWTH * f.recent_peak  # type: ignore[operator]
+
+
+def daily(t: float) -> float:
+    return 20.0 + 10.0 * math.sin(2 * math.pi * t / DAY)
+
+
+def test_seasonal_profile_anticipates_the_daily_ramp() -> None:
+    history = [RateSample(t, daily(t)) for t in range(0, int(3 * DAY), 60)]
+    now = 3 * DAY - 60.0 - DAY / 4 - 3600.0  # rising flank, an hour before the daily peak
+    f = forecast(history, now=now, horizon=1800.0)
+    assert f.method == "seasonal"
+    assert f.rps == pytest.approx(daily(now + 1800.0), abs=0.5)
+
+
+def test_seasonal_uses_only_samples_up_to_now() -> None:
+    history = [RateSample(t, daily(t)) for t in range(0, int(3 * DAY), 60)]
+    now = 2.5 * DAY
+    with_future = forecast(history, now=now, horizon=900.0)
+    without = forecast([s for s in history if s.at <= now], now=now, horizon=900.0)
+    assert with_future == without
+
+
+def test_non_finite_samples_are_ignored() -> None:
+    f = forecast(series([2.0, math.nan, math.inf, 3.0]), now=180.0, horizon=60.0)
+    assert f.rps == 3.0
+
+
+@pytest.mark.parametrize(("now", "horizon"), [(math.nan, 1.0), (0.0, -1.0), (0.0, math.inf)])
+def test_bad_arguments_raise(now: float, horizon: float) -> None:
+    with pytest.raises(ValueError, match="forecast needs"):
+        forecast(series([1.0]), now=now, horizon=horizon)
+
+
+@settings(max_examples=200)
+@given(
+    st.lists(st.floats(min_value=0.0, max_value=1e4), min_size=1, max_size=200),
+    st.floats(min_value=0.0, max_value=3600.0),
+)
+def test_never_below_the_recent_peak_and_always_finite(values: list[float], horizon: float) -> None:
+    h = series(values)
+    now = h[-1].at
+    f = forecast(h, now=now, horizon=horizon)
+    recent = [s.value for s in h if s.at >= now - PEAK_WINDOW]
+    assert f.rps is not None and math.isfinite(f.rps)
+    assert f.rps >= max(recent)

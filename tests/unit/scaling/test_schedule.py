@@ -1,0 +1,46 @@
+"""Schedule floors evaluated over `now` in UTC."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from inferscale.scaling import Policy, Schedule, validate_policy
+from inferscale.scaling.schedule import active_floor
+
+WEEKDAYS = Schedule("0 9 * * 1-5", 9 * 3600.0, 4)
+EVENING = Schedule("0 18 * * *", 3600.0, 7)
+
+
+def at(day: int, hour: int, minute: int = 0) -> float:
+    return dt.datetime(2026, 11, day, hour, minute, tzinfo=dt.UTC).timestamp()  # 2026-11-30 is a Monday
+
+
+@pytest.mark.parametrize(
+    ("now", "floor"),
+    [
+        (at(30, 9, 0), 4),  # the match itself counts
+        (at(30, 8, 59), None),
+        (at(30, 17, 59), 4),
+        (at(30, 18, 0), 7),  # both active: the higher floor
+        (at(30, 19, 0), None),  # weekday window ended at 18:00, evening at 19:00
+        (at(29, 10, 0), None),  # Sunday
+    ],
+)
+def test_floor_is_active_for_duration_after_each_match(now: float, floor: int | None) -> None:
+    found = active_floor((WEEKDAYS, EVENING), now)
+    assert (found[0] if found else None) == floor
+
+
+@pytest.mark.parametrize(
+    ("schedule", "message"),
+    [
+        (Schedule("61 * * * *", 60.0, 1), "invalid cron expression '61 \\* \\* \\* \\*'"),
+        (Schedule("0 9 * * *", 0.0, 1), "duration must be positive"),
+        (Schedule("0 9 * * *", 60.0, -1), "minReplicas must be >= 0"),
+    ],
+)
+def test_bad_schedules_are_named(schedule: Schedule, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        validate_policy(Policy(min_replicas=1, max_replicas=2, schedules=(schedule,)))

@@ -1,0 +1,71 @@
+"""ScalerState through status: JSON-safe, exact round-trip, tolerant of garbage."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inferscale.scaling import ScaleEvent, ScalerState, TimedReplicas, state_from_status, state_to_status
+
+finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
+states = st.builds(
+    ScalerState,
+    recommendations=st.lists(st.builds(TimedReplicas, finite, st.integers(0, 10_000))).map(
+        lambda xs: tuple(sorted(xs, key=lambda r: r.at))
+    ),
+    scale_events=st.lists(
+        st.builds(ScaleEvent, finite, st.integers(0, 1000), st.integers(0, 1000), st.text(max_size=20))
+    ).map(lambda xs: tuple(sorted(xs, key=lambda e: e.at))),
+    time_to_ready=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
+    capacity_rps=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
+)
+
+
+@given(states)
+def test_round_trip_is_exact_through_json(state: ScalerState) -> None:
+    status = json.loads(json.dumps(state_to_status(state), allow_nan=False))
+    assert state_from_status(status) == state
+
+
+def test_status_shape() -> None:
+    state = ScalerState(
+        recommendations=(TimedReplicas(10.0, 3),),
+        scale_events=(ScaleEvent(10.0, 2, 3, "KVCacheSaturation"),),
+        time_to_ready=95.5,
+    )
+    assert state_to_status(state) == {
+        "recommendations": [{"at": 10.0, "replicas": 3}],
+        "scaleEvents": [{"at": 10.0, "from": 2, "to": 3, "reason": "KVCacheSaturation"}],
+        "timeToReady": 95.5,
+    }
+
+
+@pytest.mark.parametrize("obj", [None, "garbage", 42, [], {}, {"recommendations": "x", "scaleEvents": 7}])
+def test_unreadable_status_is_an_empty_state(obj: Any) -> None:
+    assert state_from_status(obj) == ScalerState()
+
+
+def test_bad_entries_are_dropped_and_good_ones_kept() -> None:
+    obj = {
+        "recommendations": [
+            {"at": 5.0, "replicas": 2},
+            {"at": "yesterday", "replicas": 2},
+            {"at": 6.0, "replicas": -1},
+            {"at": 7.0, "replicas": True},
+            {"at": float("nan"), "replicas": 1},
+            "junk",
+            {"at": 1.0, "replicas": 4},
+        ],
+        "scaleEvents": [{"at": 3.0, "from": 1, "to": 2, "reason": "QueueBacklog"}, {"at": 4.0, "from": 1}],
+        "timeToReady": -3,
+        "capacityRps": "fast",
+        "unknownField": {"x": 1},
+    }
+    state = state_from_status(obj)
+    assert state.recommendations == (TimedReplicas(1.0, 4), TimedReplicas(5.0, 2))
+    assert state.scale_events == (ScaleEvent(3.0, 1, 2, "QueueBacklog"),)
+    assert state.time_to_ready is None and state.capacity_rps is None
