@@ -13,6 +13,7 @@ from inferscale.sim.policies.aibrix import AIBrixAPA
 from inferscale.sim.policies.context import PolicyContext
 from inferscale.sim.policies.dynamo import DynamoSLA
 from inferscale.sim.policies.hpa import HPAGpuUtil
+from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.policies.keda import KedaQueue
 from inferscale.sim.policies.knative import KnativeKPA
 from inferscale.sim.policies.oracle import Oracle
@@ -21,6 +22,8 @@ from inferscale.sim.policies.wva import WVASaturation
 from inferscale.sim.policy import ScalingPolicy
 
 _FACTORIES: dict[str, Callable[[PolicyContext], ScalingPolicy]] = {
+    "inferscale": Inferscale,
+    "oracle": Oracle,
     "static-peak": StaticPeak,
     "hpa-gpu-util": HPAGpuUtil,
     "keda-queue": KedaQueue,
@@ -28,7 +31,6 @@ _FACTORIES: dict[str, Callable[[PolicyContext], ScalingPolicy]] = {
     "aibrix-apa": AIBrixAPA,
     "wva-saturation": WVASaturation,
     "dynamo-sla": DynamoSLA,
-    "oracle": Oracle,
 }
 
 POLICY_NAMES: tuple[str, ...] = tuple(_FACTORIES)

@@ -8,6 +8,7 @@ from inferscale.sim.policies import POLICY_NAMES, make_policy
 
 def test_every_documented_policy_is_registered() -> None:
     expected = {
+        "inferscale",
         "static-peak",
         "hpa-gpu-util",
         "keda-queue",
@@ -21,7 +22,7 @@ def test_every_documented_policy_is_registered() -> None:
 
 
 def test_unknown_name_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="unknown policy 'hpa'; known: static-peak, hpa-gpu-util"):
+    with pytest.raises(ValueError, match="unknown policy 'hpa'; known: inferscale, oracle, static-peak, hpa-gpu-util"):
         make_policy("hpa", make_ctx())
 
 

@@ -1,0 +1,96 @@
+"""inferscale's policy in the simulator: the operator's spec conversion, decide() and status round-trip."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, make_obs
+
+from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS
+from inferscale.perf import replica_capacity_rps
+from inferscale.scaling import Observation, RateSample, ScalerState, decide
+from inferscale.sim.policies.inferscale import Inferscale
+
+
+def loaded(current: int, kv: float, rate: float, isl: float = 1000.0, osl: float = 200.0) -> Observation:
+    return make_obs(
+        current,
+        kv_cache_utilization=kv,
+        kv_cache_utilization_max=min(kv + 0.05, 1.0),
+        waiting=0.0,
+        running=current * 50.0,
+        ttft_p95=0.2,
+        itl_mean=0.02,
+        request_rate=rate,
+        prompt_token_rate=rate * isl,
+        generation_token_rate=rate * osl,
+        newest_sample_at=None,
+    )
+
+
+def test_policy_is_the_operators_conversion_of_the_context() -> None:
+    ctx = make_ctx(
+        slo_ttft=0.3,
+        slo_itl=0.04,
+        time_to_ready=240.0,
+        min_replicas=2,
+        max_replicas=40,
+        interval=15.0,
+        initial_replicas=2,
+    )
+    p = Inferscale(ctx).policy
+    assert (p.slo_ttft_p95, p.slo_itl_mean, p.time_to_ready_prior) == (0.3, 0.04, 240.0)
+    assert (p.min_replicas, p.max_replicas, p.interval) == (2, 40, 15.0)
+    assert (p.target_kv_cache, p.target_waiting_per_replica) == (0.8, 4.0)
+    typical = replica_capacity_rps(PROFILE, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, 0.3, 0.04)
+    assert p.capacity_prior_rps == pytest.approx(typical)
+
+
+def test_returns_what_scaling_decide_returns() -> None:
+    ctx = make_ctx()
+    policy = Inferscale(ctx)
+    obs = replace(loaded(2, kv=0.95, rate=20.0), at=100.0)
+    n = policy.decide(obs, 100.0, [])
+    assert policy.last_decision is not None
+    expected_policy = replace(policy.policy, capacity_prior_rps=ctx.capacity_rps(1000.0, 200.0))
+    assert n == decide(obs, expected_policy, ScalerState(), 100.0, []).replicas
+    assert n > 2  # 95 % KV against an 80 % target
+
+
+def test_capacity_prior_follows_observed_lengths_not_the_trace() -> None:
+    ctx = make_ctx()  # the trace's requests are 1000 in / 200 out
+    policy = Inferscale(ctx)
+    assert policy.observed_lengths() is None
+    policy.decide(make_obs(2, kv_cache_utilization=0.5, waiting=0.0, request_rate=None), 0.0, [])
+    assert policy.observed_lengths() is None  # nothing completed yet: the typical-length prior
+    policy.decide(loaded(2, kv=0.5, rate=10.0, isl=4000.0, osl=500.0), 10.0, [])
+    policy.decide(loaded(2, kv=0.5, rate=30.0, isl=2000.0, osl=100.0), 20.0, [])
+    isl, osl = policy.observed_lengths() or (0.0, 0.0)
+    assert isl == pytest.approx((10 * 4000 + 30 * 2000) / 40)
+    assert osl == pytest.approx((10 * 500 + 30 * 100) / 40)
+    assert policy.last_decision is not None
+
+
+def test_state_lives_in_status_and_survives_a_restart() -> None:
+    ctx = make_ctx()
+    timeline = [(float(t), loaded(4, kv=0.2 if t > 60 else 0.9, rate=12.0)) for t in range(0, 400, 10)]
+    history: list[RateSample] = []
+
+    def run(policy: Inferscale, ticks: list[tuple[float, Observation]], start: int) -> tuple[list[int], int]:
+        current, out = start, []
+        for t, obs in ticks:
+            current = policy.decide(replace(obs, current_replicas=current, ready_replicas=current), t, history)
+            out.append(current)
+        return out, current
+
+    straight, _ = run(Inferscale(ctx), timeline, 4)
+    first = Inferscale(ctx)
+    head, current = run(first, timeline[:15], 4)
+    restarted = Inferscale(ctx)
+    restarted.status = json.loads(json.dumps(first.status))  # what the CR status would hold
+    tail, _ = run(restarted, timeline[15:], current)
+    assert head + tail == straight
+    assert first.status["recommendations"]  # the scale-down window is in status, not in memory
+    assert max(straight) > 4 and straight[-1] < max(straight)
