@@ -1,0 +1,106 @@
+{{- define "inferscale.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "inferscale.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "inferscale.labels" -}}
+{{ include "inferscale.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: inferscale
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "inferscale.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "inferscale.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "inferscale.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The rules the operator needs in every namespace it watches. Each rule says why; nothing touches secrets.
+*/}}
+{{- define "inferscale.rules" -}}
+# Application: watch InferenceServices; patch them because kopf keeps its progress annotations and
+# finalizer on the object.
+- apiGroups: ["inferscale.dev"]
+  resources: ["inferenceservices"]
+  verbs: ["get", "list", "watch", "patch"]
+# Application: write observed state, the decision and its explanation.
+- apiGroups: ["inferscale.dev"]
+  resources: ["inferenceservices/status"]
+  verbs: ["patch"]
+# Application: read the target's spec.replicas, selector and rollout state.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch"]
+# Application: the only write to a scaled workload - its replica count, through /scale.
+- apiGroups: ["apps"]
+  resources: ["deployments/scale"]
+  verbs: ["get", "patch"]
+{{- if .Values.rbac.managedDeployments }}
+# Application (managed mode, spec.template): create and update the Deployment the operator owns. No delete:
+# the Deployment carries an ownerReference, so the garbage collector removes it with its InferenceService.
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["create", "patch"]
+# Application (managed mode): the ownerReference sets blockOwnerDeletion, which clusters with the
+# OwnerReferencesPermissionEnforcement admission plugin only allow with update on the owner's finalizers.
+- apiGroups: ["inferscale.dev"]
+  resources: ["inferenceservices/finalizers"]
+  verbs: ["update"]
+{{- end }}
+# Application: pod creation and Ready times measure time-to-ready; Pending pods count as supply and, when
+# unschedulable for lack of GPUs, set CapacityBlocked. Read only.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list", "watch"]
+# Application: refuse to fight another autoscaler - an HPA on the same target sets Conflict instead of a
+# second writer of replicas. List only.
+- apiGroups: ["autoscaling"]
+  resources: ["horizontalpodautoscalers"]
+  verbs: ["list"]
+# Application: the same for KEDA ScaledObjects (which drive an HPA of their own). Where KEDA is not
+# installed the list is a 404, which means "no conflict".
+- apiGroups: ["keda.sh"]
+  resources: ["scaledobjects"]
+  verbs: ["list"]
+# Framework and application: an Event per scale action (kopf posts core/v1 Events; patch lets a
+# repeated Event be counted instead of duplicated).
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+# Application: the same through the newer events.k8s.io/v1 API, which Kubernetes clients prefer.
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
+
+{{/* Share of requests slower than the TTFT target, from vLLM's own histogram (TTFT = queue + prefill). */}}
+{{- define "inferscale.ttftBadRatio" -}}
+(
+  1 - (
+    sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="{{ .le }}"}[{{ .window }}]))
+    /
+    sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_count[{{ .window }}]))
+  )
+)
+{{- end }}

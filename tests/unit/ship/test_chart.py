@@ -1,0 +1,210 @@
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+import yaml
+from tests.unit.ship.conftest import Render
+from tests.unit.ship.helpers import CHART, KUBE_VERSION, by_kind, run_helm
+
+ALL_ON = ["--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"]
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[], ALL_ON, ["--set", "watch.allNamespaces=false", "--set", "watch.namespaces={llm,batch}"]],
+    ids=["defaults", "monitoring", "namespaced"],
+)
+def test_helm_lint_is_clean(helm: str, values: list[str]) -> None:
+    result = run_helm(helm, "lint", str(CHART), "--strict", "--kube-version", KUBE_VERSION, *values)
+    assert result.returncode == 0, result.stdout + result.stderr
+    findings = [line for line in result.stdout.splitlines() if re.match(r"\[(WARNING|ERROR)\]", line)]
+    assert findings == []
+
+
+def _operator(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = by_kind(docs, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return {"deployment": deployment, "container": container, "pod": deployment["spec"]["template"]["spec"]}
+
+
+def test_operator_runs_once_with_recreate_and_the_run_flags(render: Render) -> None:
+    op = _operator(render())
+    assert op["deployment"]["spec"]["replicas"] == 1
+    assert op["deployment"]["spec"]["strategy"] == {"type": "Recreate"}
+    args = op["container"]["args"]
+    assert "--all-namespaces" in args
+    assert "--prometheus-url=http://prometheus-operated.monitoring.svc:9090" in args
+    assert "--metrics-port=8080" in args
+    assert not any(a.startswith("--namespace") for a in args)
+    probe = op["container"]["livenessProbe"]["httpGet"]
+    assert probe["path"] == "/healthz"
+    assert op["container"]["ports"][0]["containerPort"] == 8080
+    assert op["container"]["image"] == "ghcr.io/inferscale/inferscale:0.1.0"
+
+
+def test_digest_wins_over_tag(render: Render) -> None:
+    digest = "sha256:" + "a" * 64
+    assert _operator(render(image__digest=digest))["container"]["image"] == f"ghcr.io/inferscale/inferscale@{digest}"
+
+
+def test_pod_meets_the_restricted_pod_security_standard(render: Render) -> None:
+    op = _operator(render())
+    pod, ctx = op["pod"], op["container"]["securityContext"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert ctx["allowPrivilegeEscalation"] is False
+    assert ctx["readOnlyRootFilesystem"] is True
+    assert ctx["capabilities"] == {"drop": ["ALL"]}
+    assert not any(k in pod for k in ("hostNetwork", "hostPID", "hostIPC"))
+    assert all("hostPath" not in v for v in pod.get("volumes", []))
+    assert op["container"]["resources"]["requests"] and op["container"]["resources"]["limits"]["memory"]
+
+
+def _rules(docs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [rule for role in by_kind(docs, kind) for rule in role["rules"]]
+
+
+def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
+    return {(g, r, v) for rule in rules for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+
+
+def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
+    docs = render()
+    grants = _grants(_rules(docs, "ClusterRole"))
+    assert by_kind(docs, "Role") == []
+    needed = {
+        ("inferscale.dev", "inferenceservices", "watch"),
+        ("inferscale.dev", "inferenceservices", "patch"),
+        ("inferscale.dev", "inferenceservices/status", "patch"),
+        ("apps", "deployments/scale", "patch"),
+        ("apps", "deployments", "watch"),
+        ("apps", "deployments", "create"),
+        ("", "pods", "watch"),
+        ("autoscaling", "horizontalpodautoscalers", "list"),
+        ("keda.sh", "scaledobjects", "list"),
+        ("", "events", "create"),
+        ("events.k8s.io", "events", "create"),
+    }
+    assert needed <= grants
+    assert not any("*" in part for grant in grants for part in grant)
+    resources = {r for _, r, _ in grants}
+    assert not resources & {"secrets", "namespaces", "customresourcedefinitions", "kopfpeerings", "clusterkopfpeerings"}
+    assert ("apps", "deployments", "delete") not in grants  # owned Deployments go with their owner (GC)
+    assert ("", "pods", "create") not in grants and ("", "pods", "delete") not in grants
+    binding = by_kind(docs, "ClusterRoleBinding")[0]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "inferscale", "namespace": "inferscale"}]
+
+
+def test_target_only_install_drops_the_deployment_writes(render: Render) -> None:
+    grants = _grants(_rules(render(rbac__managedDeployments=False), "ClusterRole"))
+    assert {("apps", "deployments", v) for v in ("create", "patch")}.isdisjoint(grants)
+    assert ("apps", "deployments/scale", "patch") in grants
+
+
+def test_namespaced_install_has_a_role_per_namespace_and_nothing_cluster_wide(render: Render) -> None:
+    docs = render(watch__allNamespaces=False, watch__namespaces=["llm", "batch"])
+    assert by_kind(docs, "ClusterRole") == [] and by_kind(docs, "ClusterRoleBinding") == []
+    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["batch", "llm"]
+    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["batch", "llm"]
+    args = _operator(docs)["container"]["args"]
+    assert "--namespace=llm" in args and "--namespace=batch" in args and "--all-namespaces" not in args
+    assert _grants(by_kind(docs, "Role")[0]["rules"]) == _grants(_rules(render(), "ClusterRole"))
+
+
+def test_every_rbac_rule_says_why() -> None:
+    text = (CHART / "templates" / "_helpers.tpl").read_text()
+    block = text[text.index('define "inferscale.rules"') :]
+    lines = [line for line in block.splitlines() if not line.strip().startswith("{{")]
+    for i, line in enumerate(lines):
+        if line.startswith("- apiGroups:"):
+            assert lines[i - 1].startswith("#"), f"rule without a reason: {lines[i : i + 3]}"
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (["--set", "watch.allNamespaces=false"], "minItems"),
+        (["--set", "metricsPort=80"], "minimum"),
+        (["--set", "prometheus.url=prometheus:9090"], "pattern"),
+        (["--set", "replicaCount=2"], "additional properties"),
+        (["--set-json", "prometheusRule.ttftSLO.objective=1.5"], "exclusiveMaximum"),
+    ],
+)
+def test_values_schema_rejects_bad_values(helm: str, values: list[str], message: str) -> None:
+    result = run_helm(helm, "template", "x", str(CHART), "--kube-version", KUBE_VERSION, *values)
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_monitoring_objects_only_when_enabled(render: Render) -> None:
+    kinds = {d["kind"] for d in render()}
+    assert not kinds & {"ServiceMonitor", "PrometheusRule", "ConfigMap"}
+    docs = render(serviceMonitor__enabled=True, prometheusRule__enabled=True, grafanaDashboard__enabled=True)
+    (monitor,) = by_kind(docs, "ServiceMonitor")
+    assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+    (service,) = by_kind(docs, "Service")
+    assert service["metadata"]["name"] == "inferscale-metrics"
+    assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
+
+
+def test_prometheus_rule_alerts(render: Render) -> None:
+    (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert {
+        "InferenceTTFTSLOFastBurn",
+        "InferenceTTFTSLOSlowBurn",
+        "InferscaleCapacityBlocked",
+        "InferscaleMetricsUnavailable",
+        "InferscaleOperatorDown",
+    } <= set(alerts)
+    fast = alerts["InferenceTTFTSLOFastBurn"]["expr"]
+    assert 'vllm:time_to_first_token_seconds_bucket{le="0.5"}[1h]' in fast and "[5m]" in fast
+    assert re.search(r"> 0\.72\b", fast)  # 14.4 x the 5% budget of a 95% objective
+    assert 'inferscale_condition{type="CapacityBlocked"} == 1' in alerts["InferscaleCapacityBlocked"]["expr"]
+    assert 'inferscale_condition{type="MetricsAvailable"} == 0' in alerts["InferscaleMetricsUnavailable"]["expr"]
+    assert 'up{job="inferscale-metrics"}' in alerts["InferscaleOperatorDown"]["expr"]
+    assert "{{ $labels.namespace }}" in alerts["InferscaleCapacityBlocked"]["annotations"]["summary"]
+
+
+def test_prometheus_rule_follows_the_slo_values(render: Render) -> None:
+    docs = render(prometheusRule__enabled=True, prometheusRule__ttftSLO={"ttftSeconds": "1.0", "objective": 0.99})
+    (rule,) = by_kind(docs, "PrometheusRule")
+    fast = rule["spec"]["groups"][0]["rules"][0]["expr"]
+    assert 'le="1.0"' in fast
+    threshold = float(re.findall(r"> ([0-9.]+)", fast)[0])
+    assert threshold == pytest.approx(14.4 * 0.01)
+
+
+def test_dashboard_covers_each_service_view(render: Render) -> None:
+    (config_map,) = by_kind(render(grafanaDashboard__enabled=True), "ConfigMap")
+    assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
+    dashboard = json.loads(config_map["data"]["inferscale.json"])
+    exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
+    for metric in (
+        "inferscale_current_replicas",
+        "inferscale_desired_replicas",
+        "inferscale_ready_replicas",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_requests_waiting",
+        "inferscale_decisions_total",
+    ):
+        assert metric in exprs
+    variables = {v["name"] for v in dashboard["templating"]["list"]}
+    assert {"namespace", "name", "model"} <= variables
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+
+
+def test_chart_crd_is_not_templated(helm: str) -> None:
+    """crds/ is installed verbatim and never upgraded; NOTES and README say how to upgrade it."""
+    crd = yaml.safe_load((CHART / "crds" / "inferscale.dev_inferenceservices.yaml").read_text())
+    assert crd["kind"] == "CustomResourceDefinition"
+    assert "kubectl apply --server-side" in (CHART / "README.md").read_text()
+    assert "kubectl apply --server-side" in (CHART / "templates" / "NOTES.txt").read_text()
+    result = run_helm(helm, "template", "x", str(CHART), "--kube-version", KUBE_VERSION, "--include-crds")
+    assert "kind: CustomResourceDefinition" in result.stdout
