@@ -1,0 +1,291 @@
+"""The operator on the real control plane, with engine metrics flowing through the real Prometheus.
+
+Timings: Prometheus scrapes every 5 s and the operator ticks every 5 s, so a reaction budget is
+one scrape plus two ticks; every wait below is a poll with a deadline.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.e2e.cluster import Cluster, eventually
+from tests.e2e.exporter import Exporter
+from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.test_stack import gpu_deployment
+
+TICK = 5.0
+SCRAPE = 5.0
+
+
+def service(name: str, target: str | None = "llm", **spec: Any) -> str:
+    body: dict[str, Any] = {
+        "model": {"name": "m"},
+        "replicas": {"min": 1, "max": 8},
+        "behavior": {"interval": "5s"},
+    }
+    if target:
+        body["scaleTargetRef"] = {"name": target}
+    for key, value in spec.items():
+        body[key] = {**body.get(key, {}), **value} if isinstance(value, dict) else value
+    return json.dumps(
+        {"apiVersion": "inferscale.dev/v1alpha1", "kind": "InferenceService", "metadata": {"name": name}, "spec": body}
+    )
+
+
+def replicas(cluster: Cluster, ns: str, name: str = "llm") -> int:
+    return int(cluster.kubectl_json("get", "deployment", name, "-n", ns)["spec"]["replicas"])
+
+
+def status(cluster: Cluster, ns: str, name: str = "llm") -> dict[str, Any]:
+    out: dict[str, Any] = cluster.kubectl_json("get", "inferenceservice", name, "-n", ns).get("status") or {}
+    return out
+
+
+def condition(st: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((c for c in st.get("conditions") or [] if c.get("type") == kind), None)
+
+
+def events(cluster: Cluster, ns: str, reason: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.kubectl_json("get", "events", "-n", ns)["items"]
+    return [e for e in items if e.get("reason") == reason and e["involvedObject"].get("kind") == "InferenceService"]
+
+
+def waiting_seen(cluster: Cluster, ns: str, value: float) -> bool:
+    result = cluster.prometheus_query(f'vllm:num_requests_waiting{{namespace="{ns}"}}')
+    return bool(result) and all(float(r["value"][1]) == value for r in result)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crd(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/inferscale.dev_inferenceservices.yaml")
+    cluster.kubectl("wait", "--for=condition=Established", "crd/inferenceservices.inferscale.dev", "--timeout=60s")
+
+
+@pytest.fixture
+def target(cluster: Cluster, namespace: str) -> Iterator[Exporter]:
+    """A 1-replica GPU Deployment and a metrics fixture following its Ready pods."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1))
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    yield exporter
+    exporter.stop()
+
+
+@pytest.fixture
+def operator(cluster: Cluster, namespace: str) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(cluster, namespace, interval="5s")
+    yield op
+    op.stop()
+    op.assert_no_tracebacks()
+
+
+def sample_replicas(cluster: Cluster, ns: str, seconds: float) -> list[tuple[float, int]]:
+    """The Deployment's replicas once a second for `seconds` (a negative window: nothing may change)."""
+    out, end = [], time.monotonic() + seconds
+    while time.monotonic() < end:
+        out.append((time.monotonic(), replicas(cluster, ns)))
+        time.sleep(1.0)
+    return out
+
+
+def test_a_saturation_scales_up_within_two_ticks_of_prometheus_seeing_it(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    target.set(kv=0.3, waiting=0, running=2)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    operator.start()
+    eventually(lambda: condition(status(cluster, namespace), "MetricsAvailable"), 40, "a first decision")
+    assert replicas(cluster, namespace) == 1
+
+    target.set(kv=0.95, waiting=20, running=30)
+    eventually(lambda: waiting_seen(cluster, namespace, 20.0), 30, "Prometheus to see 20 waiting")
+    seen = time.monotonic()
+    eventually(lambda: replicas(cluster, namespace) > 1, 2 * TICK + 5, "replicas to rise within two ticks")
+    print(f"scaled up {time.monotonic() - seen:.1f}s after Prometheus saw the queue")
+    st = status(cluster, namespace)
+    assert st["desiredReplicas"] > 1
+    assert st["decision"]["reason"] in ("QueueBacklog", "KVCacheSaturation", "RateLimited")
+    assert eventually(lambda: events(cluster, namespace, "ScaledUp"), 15, "a ScaledUp event")
+    assert "inferscale_decisions_total{" in operator.metrics()
+
+
+def test_b_scale_down_waits_for_the_window_and_respects_the_rate_limit(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    window, period = 30.0, 20.0
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
+    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods reporting")
+    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
+    spec = {"scaleDown": {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": f"{period:.0f}s"}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
+    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+    started = time.monotonic()
+    operator.start()
+
+    timeline = [(started, 4)]
+    deadline = started + window + 2 * period + 4 * TICK + SCRAPE
+    while time.monotonic() < deadline and timeline[-1][1] > 1:
+        n = replicas(cluster, namespace)
+        if n != timeline[-1][1]:
+            timeline.append((time.monotonic(), n))
+        time.sleep(1.0)
+    steps = [(round(t - started, 1), n) for t, n in timeline]
+    print("replica timeline (s after operator start):", steps)
+    assert len(timeline) >= 3, f"expected 4 -> 2 -> 1, got {steps}"
+    first_change = timeline[1][0] - started
+    assert first_change >= window - 1, f"scaled down after {first_change:.1f}s, before the {window:.0f}s window"
+    for (t0, n0), (t1, n1) in itertools.pairwise(timeline):
+        assert n1 < n0 and n1 >= n0 // 2, f"step {n0} -> {n1} exceeds 50% per period"
+        if t0 != started:
+            assert t1 - t0 >= period - 1, f"two scale-downs {t1 - t0:.1f}s apart, rate limit period {period:.0f}s"
+    assert timeline[-1][1] == 1
+
+
+def test_c_metrics_vanish_replicas_held_with_a_condition_and_an_event(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=3")
+    eventually(lambda: len(target.pods) == 3, 60, "3 Ready pods")
+    target.set(kv=0.05, waiting=0, running=0)  # would scale down if it were believed
+    spec = {"scaleDown": {"stabilizationWindow": "10s", "period": "10s"}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
+    target.vanish()
+    operator.start()
+
+    cond = eventually(
+        lambda: (c := condition(status(cluster, namespace), "MetricsAvailable")) and c["status"] == "False" and c,
+        30 + 2 * SCRAPE,
+        "MetricsAvailable=False",
+    )
+    assert cond["reason"] in ("MetricsMissing", "MetricsStale") and cond["message"]
+    assert eventually(lambda: events(cluster, namespace, cond["reason"]), 15, "a Warning event")[0]["type"] == "Warning"
+    held = sample_replicas(cluster, namespace, 30)  # three times the scale-down window
+    assert {n for _, n in held} == {3}, "replicas changed while metrics were missing"
+    assert status(cluster, namespace)["decision"]["reason"] in ("MetricsMissing", "MetricsStale")
+
+
+def test_d_advisory_decides_and_reports_but_never_scales(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    target.set(kv=0.95, waiting=20, running=30)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", mode="Advisory"))
+    operator.start()
+    st = eventually(lambda: (s := status(cluster, namespace)).get("desiredReplicas", 0) > 1 and s, 60, "a decision > 1")
+    assert condition(st, "Advisory")["status"] == "True"  # type: ignore[index]
+    assert st["recommendations"] and st["decision"]["message"]
+    assert {n for _, n in sample_replicas(cluster, namespace, 15)} == {1}
+    assert not events(cluster, namespace, "ScaledUp")
+
+
+HPA = """
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata: {name: cpu}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: llm}
+  minReplicas: 1
+  maxReplicas: 3
+  metrics:
+  - type: Resource
+    resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}
+"""
+
+
+def test_e_an_hpa_on_the_same_deployment_is_refused_with_a_condition(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    target.set(kv=0.95, waiting=20, running=30)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=HPA)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    operator.start()
+    st = eventually(
+        lambda: (s := status(cluster, namespace)) and (c := condition(s, "Conflict")) and c["status"] == "True" and s,
+        30,
+        "Conflict=True",
+    )
+    assert "HorizontalPodAutoscaler/cpu" in condition(st, "Conflict")["message"]  # type: ignore[index]
+    assert condition(st, "Ready")["status"] == "False"  # type: ignore[index]
+    assert eventually(lambda: events(cluster, namespace, "Conflict"), 15, "a Conflict event")
+    assert {n for _, n in sample_replicas(cluster, namespace, 10)} == {1}
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ({"replicas": {"min": 5, "max": 2}}, "replicas.min must be less than or equal to replicas.max"),
+        (
+            {"template": {"spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]}}},
+            "exactly one of scaleTargetRef",
+        ),
+        ({"engine": "tgi"}, 'Unsupported value: "tgi"'),
+    ],
+    ids=["min-above-max", "target-and-template", "unknown-engine"],
+)
+def test_f_invalid_specs_are_rejected_by_the_api_server(
+    cluster: Cluster, namespace: str, spec: dict[str, Any], message: str
+) -> None:
+    proc = cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("bad", **spec), check=False)
+    assert proc.returncode != 0
+    assert message in proc.stderr, proc.stderr
+
+
+def test_g_restart_inside_the_scale_down_window_does_not_shorten_it(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    window = 40.0
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
+    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods")
+    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
+    spec = {"scaleDown": {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": "10s"}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
+    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+    operator.start()
+    recs = eventually(lambda: (status(cluster, namespace).get("scaler") or {}).get("recommendations"), 30, "state")
+    first = min(float(r["at"]) for r in recs)
+
+    time.sleep(max(0.0, first + window / 2 - time.time()))  # the crash lands mid-window, by design
+    operator.kill()
+    assert replicas(cluster, namespace) == 4
+    restarted = time.time()
+    operator.start()
+    eventually(lambda: replicas(cluster, namespace) < 4, window + 4 * TICK, "the scale-down after the window")
+    scaled = time.time()
+    print(f"window opened {first:.0f}, restart +{restarted - first:.0f}s, scale-down +{scaled - first:.0f}s")
+    assert scaled - first >= window - 1, "scaled down before the window ended"
+    # Had the restart forgotten the window, the scale-down would come a full window after the restart.
+    assert scaled < restarted + window - 2, "the restart restarted the window: status history was not used"
+
+
+def test_h_managed_mode_owns_its_deployment_and_deletion_cascades(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    template = {
+        "metadata": {"labels": {"app": "managed"}},
+        "spec": {
+            "containers": [
+                {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            ]
+        },
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("managed", target=None, template=template))
+    operator.start()
+    dep = eventually(
+        lambda: cluster.kubectl("get", "deployment", "managed", "-n", namespace, "-o", "json", check=False).stdout,
+        30,
+        "the managed Deployment",
+    )
+    owner = json.loads(dep)["metadata"]["ownerReferences"][0]
+    svc = cluster.kubectl_json("get", "inferenceservice", "managed", "-n", namespace)
+    assert (owner["kind"], owner["name"], owner["uid"]) == ("InferenceService", "managed", svc["metadata"]["uid"])
+    assert owner["controller"] is True
+    cluster.kubectl("delete", "inferenceservice", "managed", "-n", namespace)
+    eventually(
+        lambda: cluster.kubectl("get", "deployment", "managed", "-n", namespace, check=False).returncode != 0,
+        60,
+        "garbage collection of the managed Deployment",
+    )
