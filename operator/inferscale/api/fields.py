@@ -15,9 +15,11 @@ from inferscale.api.rules import (
     FRACTION,
     OPEN_FRACTION,
     POSITIVE,
+    POSITIVE_DURATION,
     Rule,
     check_change_limit,
     check_duration,
+    check_positive_duration,
 )
 
 # Marks a schema node for docs.py (rendered as type "duration"); crd.py drops keys starting with "x-inferscale".
@@ -45,6 +47,18 @@ Duration = Annotated[
             "type": "string",
             "maxLength": DURATION_MAX_LENGTH,
             "x-kubernetes-validations": [DURATION.schema()],
+            KIND_KEY: "duration",
+        }
+    ),
+]
+PositiveDuration = Annotated[
+    str,
+    AfterValidator(check_positive_duration),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": DURATION_MAX_LENGTH,
+            "x-kubernetes-validations": [POSITIVE_DURATION.schema()],
             KIND_KEY: "duration",
         }
     ),

@@ -42,6 +42,12 @@ DURATION = Rule(
     f"self.matches({_cel_string(DURATION_PATTERN)})",
     "must be a duration: a number with a unit ms, s, m or h, such as 500ms, 30s, 5m or 1h30m",
 )
+# The left side guards the right: a string that is not a duration never reaches duration(), whose parse
+# error would otherwise replace this message. Go's duration syntax accepts everything the pattern does.
+POSITIVE_DURATION = Rule(
+    f"self.matches({_cel_string(DURATION_PATTERN)}) && duration(self) > duration('0s')",
+    "must be a positive duration: a number with a unit ms, s, m or h, such as 500ms, 30s, 5m or 1h30m",
+)
 FRACTION = Rule("self > 0.0 && self <= 1.0", "must be a fraction in (0, 1]")
 OPEN_FRACTION = Rule("self > 0.0 && self < 1.0", "must be a fraction in (0, 1)")
 POSITIVE = Rule("self > 0.0", "must be greater than 0")
@@ -75,6 +81,17 @@ def check_duration(value: str) -> str:
     if not isinstance(value, str) or len(value) > DURATION_MAX_LENGTH or not re.fullmatch(DURATION_PATTERN, value):
         raise ValueError(f"{value!r} {DURATION.message}")
     parse_duration(value)
+    return value
+
+
+def check_positive_duration(value: str) -> str:
+    try:
+        check_duration(value)
+        positive = parse_duration(value) > 0
+    except ValueError:
+        positive = False
+    if not positive:
+        raise ValueError(f"{value!r} {POSITIVE_DURATION.message}")
     return value
 
 

@@ -16,6 +16,7 @@ from inferscale.api.fields import (
     Fraction,
     Mode,
     OpenFraction,
+    PositiveDuration,
     PositiveNumber,
     one_of,
 )
@@ -140,8 +141,8 @@ class SLO(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    ttft_p95: Duration = Field(default="500ms", description="95th percentile time to first token.")
-    itl_mean: Duration = Field(default="50ms", description="Mean inter-token latency.")
+    ttft_p95: PositiveDuration = Field(default="500ms", description="95th percentile time to first token.")
+    itl_mean: PositiveDuration = Field(default="50ms", description="Mean inter-token latency.")
 
 
 class Targets(BaseModel):
@@ -166,7 +167,7 @@ class ScaleUp(BaseModel):
         description="Most replicas added per period: pods (4) or a percentage of the current count ('100%'). "
         "Unset: 100% or 4 pods, whichever is larger.",
     )
-    period: Duration = Field(default="15s", description="The window maxIncrease is counted over.")
+    period: PositiveDuration = Field(default="15s", description="The window maxIncrease is counted over.")
 
 
 class ScaleDown(BaseModel):
@@ -180,7 +181,7 @@ class ScaleDown(BaseModel):
     max_decrease: ChangeLimit = Field(
         default="50%", description="Most replicas removed per period: pods (2) or a percentage ('50%')."
     )
-    period: Duration = Field(default="60s", description="The window maxDecrease is counted over.")
+    period: PositiveDuration = Field(default="60s", description="The window maxDecrease is counted over.")
 
 
 class Behavior(BaseModel):
@@ -188,7 +189,7 @@ class Behavior(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    interval: Duration = Field(
+    interval: PositiveDuration = Field(
         default="10s", description="Time between decisions. Unset: the operator's --interval (10s unless changed)."
     )
     tolerance: OpenFraction = Field(
@@ -204,7 +205,7 @@ class Schedule(BaseModel):
     model_config = SPEC_CONFIG
 
     cron: Cron = Field(description="Start of the window, five-field cron in UTC ('0 9 * * 1-5').")
-    duration: Duration = Field(description="Length of the window.")
+    duration: PositiveDuration = Field(description="Length of the window.")
     min_replicas: int = Field(ge=1, description="Replica floor during the window.")
 
 
@@ -230,7 +231,7 @@ class Metrics(BaseModel):
         max_length=16,
         description="Extra PromQL label matchers (label: value), added to namespace and model_name.",
     )
-    stale_after: Duration = Field(
+    stale_after: PositiveDuration = Field(
         default="60s", description="Samples older than this count as missing: hold the current count."
     )
 

@@ -149,8 +149,12 @@ def test_cel_rules_and_messages() -> None:
     assert props["targets"]["properties"]["kvCacheUtilization"]["x-kubernetes-validations"] == [rules.FRACTION.schema()]
     assert props["engine"]["enum"] == ["vllm", "sglang"]
     assert props["mode"]["enum"] == ["Active", "Advisory"]
-    durations = [v for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and rules.DURATION.schema() in v]
+    kinds = (rules.DURATION.schema(), rules.POSITIVE_DURATION.schema())
+    durations = [v for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v[0] in kinds]
     assert len(durations) == 10  # slo 2, interval, scaleUp 2, scaleDown 2, timeToReady, schedule, staleAfter
+    # Zero is allowed only where it means "no delay": windows and time-to-ready.
+    zero_ok = [p for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v == [rules.DURATION.schema()]]
+    assert sorted(p.split(".")[-2] for p in zero_ok) == ["stabilizationWindow", "stabilizationWindow", "timeToReady"]
     all_rules = [r for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") for r in v]
     assert all_rules and all(set(r) == {"rule", "message"} and r["message"] for r in all_rules)
 
@@ -165,7 +169,7 @@ def _cel_literal(rule: str) -> str:
 @pytest.mark.parametrize("text", ["500ms", "30s", "1h30m", "1.5s", "0s", "500", " 5s", "5 s", "-1s", "1d", ""])
 def test_cel_duration_regex_agrees_with_python(text: str) -> None:
     cel_regex = _cel_literal(rules.DURATION.cel)
-    assert cel_regex == DURATION_PATTERN
+    assert cel_regex == DURATION_PATTERN == _cel_literal(rules.POSITIVE_DURATION.cel)
     try:
         rules.check_duration(text)
         python_ok = True
