@@ -1,0 +1,220 @@
+"""`inferscale simulate`: replay a trace against scaling policies side by side and score them."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from inferscale.perf import PerfError
+from inferscale.scaling.durations import format_duration, parse_duration
+from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.plots import plot_timelines
+from inferscale.sim.policies import POLICY_NAMES
+from inferscale.sim.run import RunResult, run_policies
+from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, Prepared, Scenario, prepare
+from inferscale.sim.traces import TRACE_FORMATS, TraceError
+
+
+class SimulateInputError(ValueError):
+    pass
+
+
+def _duration(option: str, text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise SimulateInputError(f"{option}: {e}") from None
+    if seconds <= 0:
+        raise SimulateInputError(f"{option} must be positive, got {text!r}")
+    return seconds
+
+
+def _positive(option: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise SimulateInputError(f"{option} must be a positive number, got {value}")
+
+
+def build_scenario(
+    trace: Path,
+    fmt: str | None,
+    rate_scale: float,
+    time_scale: float,
+    duration: str | None,
+    model: str,
+    gpu: str,
+    tp: int,
+    slo_ttft: str,
+    slo_itl: str,
+    time_to_ready: str,
+    interval: str,
+    seed: int,
+) -> Scenario:
+    if not trace.is_file():
+        raise SimulateInputError(f"--trace {trace}: no such file")
+    if fmt is not None and fmt not in TRACE_FORMATS:
+        raise SimulateInputError(f"--format {fmt!r} is not known; known: {', '.join(TRACE_FORMATS)}")
+    _positive("--rate-scale", rate_scale)
+    _positive("--time-scale", time_scale)
+    if tp < 1:
+        raise SimulateInputError(f"--tp must be at least 1, got {tp}")
+    try:
+        ttr = TimeToReady.parse(time_to_ready)
+    except ValueError as e:
+        raise SimulateInputError(f"--time-to-ready: {e}") from None
+    return Scenario(
+        trace=trace,
+        fmt=fmt,
+        rate_scale=rate_scale,
+        time_scale=time_scale,
+        duration=_duration("--duration", duration) if duration is not None else None,
+        model=model,
+        gpu=gpu,
+        tp=tp,
+        slo_ttft=_duration("--slo-ttft", slo_ttft),
+        slo_itl=_duration("--slo-itl", slo_itl),
+        time_to_ready=ttr,
+        interval=_duration("--interval", interval),
+        seed=seed,
+    )
+
+
+def report(prepared: Prepared, results: dict[str, RunResult]) -> dict[str, Any]:
+    """The JSON document: the scenario and each policy's scores."""
+    scenario = prepared.scenario.describe()
+    scenario.update(
+        {
+            "requests": len(prepared.workload),
+            "duration_s": prepared.workload.duration,
+            "gpus_per_replica": prepared.profile.gpus,
+            "initial_replicas": prepared.run_config.initial_replicas,
+            "max_replicas": prepared.context.max_replicas,
+        }
+    )
+    policies: dict[str, Any] = {}
+    for name, r in results.items():
+        s = r.scores
+        policies[name] = {
+            "slo_attainment": s.slo_attainment,
+            "gpu_hours": s.gpu_hours,
+            "ttft_p95_s": s.ttft_p95_s,
+            "ttft_p99_s": s.ttft_p99_s,
+            "itl_mean_s": s.itl_mean_s,
+            "scale_actions": s.scale_actions,
+            "requests": s.requests,
+            "unfinished": s.unfinished,
+            "wall_seconds": r.wall_seconds,
+        }
+    return {"scenario": scenario, "policies": policies}
+
+
+def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:
+    oracle = results.get("oracle")
+    table = Table(title=f"SLO attainment = TTFT ≤ {format_duration(slo_ttft)} and mean ITL within target")
+    for col in ("policy", "attainment", "GPU-h", "× oracle", "actions", "TTFT P95", "TTFT P99", "ITL mean"):
+        table.add_column(col, justify="left" if col == "policy" else "right")
+    for name, r in results.items():
+        s = r.scores
+        ratio = f"{s.gpu_hours / oracle.scores.gpu_hours:.2f}" if oracle and oracle.scores.gpu_hours > 0 else "-"
+        table.add_row(
+            name,
+            f"{100 * s.slo_attainment:.2f}%",
+            f"{s.gpu_hours:.1f}",
+            ratio,
+            str(s.scale_actions),
+            format_duration(s.ttft_p95_s),
+            format_duration(s.ttft_p99_s),
+            format_duration(s.itl_mean_s) if s.itl_mean_s is not None else "-",
+        )
+    return table
+
+
+def simulate(
+    trace: Annotated[Path, typer.Option("--trace", help="Trace file (Azure CSV, Mooncake JSONL, ServeGen CSV).")],
+    fmt: Annotated[
+        str | None, typer.Option("--format", help=f"One of {', '.join(TRACE_FORMATS)}; detected if omitted.")
+    ] = None,
+    rate_scale: Annotated[float, typer.Option("--rate-scale", help="Multiply the request rate.")] = 1.0,
+    time_scale: Annotated[float, typer.Option("--time-scale", help="Compress time (divide timestamps).")] = 1.0,
+    duration: Annotated[str | None, typer.Option("--duration", help="Replay only this long, e.g. 30m.")] = None,
+    model: Annotated[str, typer.Option("--model", help="Catalog model name.")] = "llama-3.1-8b",
+    gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name.")] = "h100-80gb",
+    tp: Annotated[int, typer.Option("--tp", help="Tensor parallelism (GPUs per replica).")] = 1,
+    slo_ttft: Annotated[str, typer.Option("--slo-ttft", help="Per-request TTFT target.")] = "500ms",
+    slo_itl: Annotated[str, typer.Option("--slo-itl", help="Per-request mean ITL target.")] = "50ms",
+    time_to_ready: Annotated[
+        str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
+    ] = DEFAULT_TIME_TO_READY,
+    interval: Annotated[str, typer.Option("--interval", help="inferscale's decision interval.")] = "10s",
+    policy: Annotated[
+        list[str] | None, typer.Option("--policy", help="Policy to run (repeatable); all when omitted.")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for request generation and time-to-ready.")] = 0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
+    plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
+    workers: Annotated[int, typer.Option("--workers", help="Processes running policies in parallel.")] = 0,
+) -> None:
+    """Replay a trace against scaling policies on simulated vLLM fleets and compare SLO attainment and cost."""
+    err = Console(stderr=True)
+    try:
+        names = list(dict.fromkeys(policy or POLICY_NAMES))
+        unknown = [n for n in names if n not in POLICY_NAMES]
+        if unknown:
+            raise SimulateInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
+        scenario = build_scenario(
+            trace,
+            fmt,
+            rate_scale,
+            time_scale,
+            duration,
+            model,
+            gpu,
+            tp,
+            slo_ttft,
+            slo_itl,
+            time_to_ready,
+            interval,
+            seed,
+        )
+        with err.status("loading the trace"):
+            prepared = prepare(scenario)
+    except (SimulateInputError, TraceError, PerfError, ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(2) from None
+
+    n_workers = workers if workers > 0 else min(len(names), os.cpu_count() or 1)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as progress:
+        task = progress.add_task(f"{len(prepared.workload):,} requests × {len(names)} policies", total=len(names))
+        results = run_policies(
+            prepared.workload,
+            names,
+            prepared.policy,
+            prepared.run_config,
+            workers=n_workers,
+            on_done=lambda _r: progress.advance(task),
+        )
+    out = Console()
+    if not out.is_terminal:
+        out = Console(width=120)  # a pipe or a file: do not squeeze the table into 80 columns
+    out.print(_table(results, scenario.slo_ttft))
+    doc = report(prepared, results)
+    if json_out is not None:
+        json_out.write_text(json.dumps(doc, indent=2) + "\n")
+    if plot is not None:
+        title = f"{prepared.workload.name}: {scenario.model} on {scenario.gpu}, TTR {scenario.time_to_ready}"
+        plot_timelines(plot, {n: r.timeline for n, r in results.items()}, scenario.slo_ttft, title)

@@ -1,0 +1,125 @@
+"""A replay scenario: trace + scaling, replica profile, SLO and cold start, turned into what the runner needs.
+
+Shared by `inferscale simulate` and the benchmark so both size fleets the same way:
+- every fleet starts warm with the replicas the perf model says the busiest minute of the start-up
+  window needs (the first max(10 min, 2 × the longest time-to-ready)): no policy can add a replica
+  before one becomes Ready, so a colder start would only score the cold start, the same for all;
+- `max_replicas` defaults to 3 × the replicas the trace's 1-minute peak needs (so a runaway policy
+  shows up as cost instead of being capped at the peak), `min_replicas` to 1.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from inferscale.perf import ReplicaProfile, replica_profile
+from inferscale.sim.engine import EngineConfig
+from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.policies import PolicyContext, make_policy
+from inferscale.sim.policy import ScalingPolicy
+from inferscale.sim.requests import Trace
+from inferscale.sim.run import RunConfig, Workload
+from inferscale.sim.traces import load_request_arrays
+
+DEFAULT_TIME_TO_READY = "210s-270s"  # BLIS: 240 ± 30 s from replica creation to serving
+MAX_OVER_PEAK = 3
+STARTUP_WINDOW = 600.0
+_DEFAULT_TTR = TimeToReady.parse(DEFAULT_TIME_TO_READY)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    trace: Path
+    fmt: str | None = None
+    rate_scale: float = 1.0
+    time_scale: float = 1.0
+    duration: float | None = None
+    model: str = "llama-3.1-8b"
+    gpu: str = "h100-80gb"
+    tp: int = 1
+    slo_ttft: float = 0.5
+    slo_itl: float = 0.05
+    time_to_ready: TimeToReady = _DEFAULT_TTR
+    interval: float = 10.0
+    seed: int = 0
+    min_replicas: int = 1
+    max_replicas: int | None = None
+
+    def describe(self) -> dict[str, object]:
+        return {
+            "trace": str(self.trace),
+            "format": self.fmt,
+            "rate_scale": self.rate_scale,
+            "time_scale": self.time_scale,
+            "duration_s": self.duration,
+            "model": self.model,
+            "gpu": self.gpu,
+            "tp": self.tp,
+            "slo_ttft_s": self.slo_ttft,
+            "slo_itl_s": self.slo_itl,
+            "time_to_ready": str(self.time_to_ready),
+            "interval_s": self.interval,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class Prepared:
+    scenario: Scenario
+    profile: ReplicaProfile
+    workload: Workload
+    context: PolicyContext
+    run_config: RunConfig
+
+    def policy(self, name: str) -> ScalingPolicy:
+        return make_policy(name, self.context)
+
+
+def prepare(s: Scenario) -> Prepared:
+    """Load and scale the trace, build the profile, size the fleet bounds. Raises TraceError, PerfError
+    or ValueError with a message fit for the user."""
+    profile = replica_profile(s.model, s.gpu, s.tp)
+    arrays, span = load_request_arrays(s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, s.seed)
+    if len(arrays) == 0:
+        raise ValueError(f"{s.trace}: no request in the selected window; nothing to simulate")
+    workload = Workload.from_arrays(s.trace.stem, arrays, span)
+    trace = Trace(workload.name, arrays.to_requests(), workload.duration)
+    ctx = PolicyContext(
+        profile=profile,
+        slo_ttft=s.slo_ttft,
+        slo_itl=s.slo_itl,
+        time_to_ready=s.time_to_ready.mean,
+        min_replicas=s.min_replicas,
+        max_replicas=max(s.min_replicas, 1),
+        trace=trace,
+        interval=s.interval,
+        initial_replicas=s.min_replicas,
+    )
+    return _sized(s, profile, workload, ctx)
+
+
+def _sized(s: Scenario, profile: ReplicaProfile, workload: Workload, ctx: PolicyContext) -> Prepared:
+    curve = ctx.load_curve(60.0)
+    mean_in, mean_out = ctx.mean_input_tokens, ctx.mean_output_tokens
+    peak = ctx.replicas_for(max(p.rate for p in curve), mean_in, mean_out)
+    max_replicas = s.max_replicas if s.max_replicas is not None else max(4, MAX_OVER_PEAK * peak, s.min_replicas)
+    startup = max(STARTUP_WINDOW, 2 * s.time_to_ready.high)
+    need0 = max(
+        ctx.replicas_for(p.rate, p.mean_input or mean_in, p.mean_output or mean_out) for p in curve if p.t < startup
+    )
+    initial = min(max(need0, s.min_replicas, 1), max_replicas)
+    ctx = replace(ctx, max_replicas=max_replicas, initial_replicas=initial)
+    cfg = RunConfig(
+        engine=EngineConfig.from_profile(profile),
+        gpus_per_replica=profile.gpus,
+        slo_ttft=s.slo_ttft,
+        slo_itl=s.slo_itl,
+        time_to_ready=s.time_to_ready,
+        initial_replicas=initial,
+        seed=s.seed,
+    )
+    if not math.isfinite(workload.duration):
+        raise ValueError("trace duration is not finite")
+    return Prepared(s, profile, workload, ctx, cfg)
