@@ -27,18 +27,19 @@ PRIOR_SPAN = 4.0
 
 def recommend(
     demand_rps: float, capacity_rps: float, learned: bool, horizon: float, tolerance: float, current: int
-) -> Recommendation:
+) -> tuple[Recommendation, int]:
+    """The recommendation, and the count it would ask for without the dead-band."""
     needed = demand_rps / (capacity_rps * HEADROOM)
     replicas = ceil_count(needed)
     held = current > 0 and abs(needed / current - 1.0) <= tolerance
     source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
-    outcome = f"within {tolerance:.0%} tolerance → hold {current}" if held else f"→ {replicas}"
+    outcome = f", within {tolerance:.0%} tolerance → hold {current}" if held else f" → {replicas}"
     message = (
         f"forecast {demand_rps:.2f} req/s {when} / {capacity_rps:.2f} req/s per replica ({source}) "
-        f"at {HEADROOM:.0%} {outcome}"
+        f"at {HEADROOM:.0%}{outcome}"
     )
-    return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message)
+    return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
 def loaded(kv: float | None, waiting: float | None, target_kv: float, ready: int) -> bool:

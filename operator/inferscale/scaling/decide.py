@@ -63,9 +63,9 @@ def decide(
     )
     gate = _gate(obs, policy, now)
     if gate is None:
-        recs, ratios = _signals(obs, policy, state, fc)
+        recs = _signals(obs, policy, state, fc)
         if recs:
-            return _decide(obs, policy, state, now, fc, low, floor_rec, recs, ratios)
+            return _decide(obs, policy, state, now, fc, low, floor_rec, recs)
         gate = (Reason.METRICS_MISSING, "no usable metric")
     return _hold(obs, policy, state, now, fc, low, floor_rec, gate)
 
@@ -96,23 +96,19 @@ def _reporting(obs: Observation) -> int:
     return min(obs.pods_reporting, obs.ready_replicas)
 
 
-def _signals(
-    obs: Observation, policy: Policy, state: ScalerState, fc: Forecast
-) -> tuple[list[Recommendation], list[signals.Ratio]]:
-    recs: list[Recommendation] = []
-    ratios: list[signals.Ratio] = []
+def _signals(obs: Observation, policy: Policy, state: ScalerState, fc: Forecast) -> list[tuple[Recommendation, int]]:
+    """Each signal's recommendation with the count it would ask for without the dead-band."""
+    recs: list[tuple[Recommendation, int]] = []
     k, ready, current, tol = _reporting(obs), obs.ready_replicas, obs.current_replicas, policy.tolerance
     if k >= 1:
         if obs.kv_cache_utilization is not None:
             usage = signals.Usage(obs.kv_cache_utilization * k, k, ready)
             rec, ratio = signals.kv_cache(obs.kv_cache_utilization, usage, policy.target_kv_cache, tol, current)
-            recs.append(rec)
-            ratios.append(ratio)
+            recs.append((rec, ratio.raw))
         if obs.waiting is not None:
             usage = signals.Usage(obs.waiting, k, ready)
             rec, ratio = signals.queue(obs.waiting, usage, policy.target_waiting_per_replica, tol, current)
-            recs.append(rec)
-            ratios.append(ratio)
+            recs.append((rec, ratio.raw))
     for reason, observed, slo in (
         (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95),
         (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean),
@@ -120,13 +116,13 @@ def _signals(
         if observed is not None and slo is not None:
             latency = signals.slo(reason, observed, slo, ready, current)
             if latency is not None:
-                recs.append(latency)
+                recs.append((latency, latency.replicas))
     per_replica = state.capacity_rps if state.capacity_rps is not None else policy.capacity_prior_rps
     demand = _max_known(fc.rps, obs.request_rate)
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         learned = state.capacity_rps is not None
         recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
-    return recs, ratios
+    return recs
 
 
 def _max_known(*values: float | None) -> float | None:
@@ -195,10 +191,10 @@ def _decide(
     fc: Forecast,
     low: int,
     floor_rec: Recommendation | None,
-    recs: list[Recommendation],
-    ratios: list[signals.Ratio],
+    signal_recs: list[tuple[Recommendation, int]],
 ) -> Decision:
     current = obs.current_replicas
+    recs = [rec for rec, _ in signal_recs]
     winner = max(recs, key=lambda r: r.replicas)
     desired = winner.replicas
     limits: list[Reason] = []
@@ -208,10 +204,10 @@ def _decide(
         limits.append(reason)
         notes.append(f"{text} → {n}")
 
-    raw = max([desired, *(r.raw for r in ratios)])
-    if raw != desired and desired == current:
-        note(Reason.WITHIN_TOLERANCE, f"within {policy.tolerance:.0%} tolerance", desired)
-    if desired < current and (obs.kv_cache_utilization is None or obs.waiting is None):
+    if max(raw for _, raw in signal_recs) != desired:
+        limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
+    saturation = [r for r in recs if r.signal in (Reason.KV_CACHE, Reason.QUEUE)]
+    if desired < current and len(saturation) < 2:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while the KV cache or queue metric is missing", desired)
 
@@ -247,7 +243,8 @@ def _decide(
         reason = limits[-1]
     elif n == current and obs.pending_replicas > 0 and winner.replicas > obs.ready_replicas:
         reason = Reason.SCALE_UP_PENDING
-        notes.append(f"{obs.pending_replicas} pending replicas already cover it")
+        pending = obs.pending_replicas
+        notes.append(f"{pending} pending {'replica already covers' if pending == 1 else 'replicas already cover'} it")
     else:
         reason = winner.signal
     message = "; ".join([winner.message, *notes])

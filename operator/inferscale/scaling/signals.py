@@ -62,15 +62,15 @@ def _coverage(usage: Usage) -> str:
 
 def _outcome(r: Ratio, tolerance: float, current: int) -> str:
     if r.held:
-        return f"within {tolerance:.0%} tolerance → hold {current}"
-    return f"→ {r.replicas}"
+        return f", within {tolerance:.0%} tolerance → hold {current}"
+    return f" → {r.replicas}"
 
 
 def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current: int) -> tuple[Recommendation, Ratio]:
     r = hpa_ratio(usage, target, tolerance, current)
     cmp = ">" if mean > target else "<" if mean < target else "="
     message = (
-        f"KV cache {mean:.0%} {cmp} {target:.0%} target on {usage.ready} ready replicas{_coverage(usage)} "
+        f"KV cache {mean:.0%} {cmp} {target:.0%} target on {usage.ready} ready replicas{_coverage(usage)}"
         f"{_outcome(r, tolerance, current)}"
     )
     return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message), r
@@ -81,7 +81,7 @@ def queue(waiting: float, usage: Usage, target: float, tolerance: float, current
     per = waiting / max(usage.reporting, 1)
     message = (
         f"{waiting:g} waiting ({per:.1f} per replica vs target {target:g}) on {usage.ready} ready replicas"
-        f"{_coverage(usage)} {_outcome(r, tolerance, current)}"
+        f"{_coverage(usage)}{_outcome(r, tolerance, current)}"
     )
     return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
 

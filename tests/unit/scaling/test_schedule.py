@@ -44,3 +44,13 @@ def test_floor_is_active_for_duration_after_each_match(now: float, floor: int | 
 def test_bad_schedules_are_named(schedule: Schedule, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         validate_policy(Policy(min_replicas=1, max_replicas=2, schedules=(schedule,)))
+
+
+def test_memoised_matches_agree_with_croniter_in_any_order() -> None:
+    from croniter import croniter
+
+    times = [at(30, 0) + 7 * 60.0 * i + 13.0 for i in range(300)]
+    for now in [*times, *reversed(times)]:
+        found = active_floor((Schedule("*/20 8-10 * * *", 300.0, 2),), now)
+        last = croniter("*/20 8-10 * * *", now + 1e-3).get_prev(float)
+        assert (found is not None) == (now - last < 300.0), now

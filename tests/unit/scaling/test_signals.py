@@ -139,7 +139,7 @@ def test_pending_replicas_are_supply_on_the_way() -> None:
     d = decide(obs, policy(**FREE), ScalerState(), 0.0)
     assert d.replicas == 3
     assert d.reason is Reason.SCALE_UP_PENDING
-    assert "1 pending" in d.message
+    assert "1 pending replica already covers it" in d.message
 
 
 @pytest.mark.parametrize(
