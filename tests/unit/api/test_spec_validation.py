@@ -65,7 +65,7 @@ def test_managed_mode_template_passes_pod_fields_through(minimal_spec: dict[str,
 
 
 # (path, value, the message the API server's CEL rule or schema gives as well)
-BAD = [
+BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("replicas.min", 5, rules.REPLICA_BOUNDS.message, {"replicas": {"min": 5, "max": 2}}),
     ("template", None, rules.ONE_TARGET.message, {"template": {"spec": {"containers": [{"name": "a", "image": "b"}]}}}),
     ("scaleTargetRef", _DELETE, rules.ONE_TARGET.message, {}),
