@@ -6,10 +6,11 @@ edge; bursts inside a scrape interval and an imperfect router need the rest (WVA
 
 Learning (`learn`): a per-replica rate observed while the SLO is met and the replicas are
 actually loaded (mean KV cache at least `LOADED_KV_FRACTION` of its target, or a queue forming)
-is a lower bound on capacity, scaled up to the KV target when KV is below it (KV grows about
-linearly with concurrency). Idle periods are ignored: they would teach that a replica can only
-carry the little it was given. The estimate moves by a bounded EMA (`ALPHA`, at most
-`MAX_STEP` per tick) and, when a prior exists, stays within a factor `PRIOR_SPAN` of it.
+is a lower bound on capacity. Without a queue it is scaled up to the KV target when KV is below
+it (KV grows about linearly with concurrency); with a queue the replicas already give all they
+have. Idle periods are ignored: they would teach that a replica can only carry the little it was
+given. The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_STEP` per tick) and, when a
+prior exists, stays within a factor `PRIOR_SPAN` of it.
 """
 
 from __future__ import annotations
@@ -42,18 +43,28 @@ def recommend(
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
+def queued(waiting: float | None, ready: int) -> bool:
+    return waiting is not None and waiting >= LOADED_WAITING_PER_REPLICA * ready
+
+
 def loaded(kv: float | None, waiting: float | None, target_kv: float, ready: int) -> bool:
-    return (kv is not None and kv >= LOADED_KV_FRACTION * target_kv) or (
-        waiting is not None and waiting >= LOADED_WAITING_PER_REPLICA * ready
-    )
+    return (kv is not None and kv >= LOADED_KV_FRACTION * target_kv) or queued(waiting, ready)
 
 
 def learn(
-    estimate: float | None, prior: float | None, request_rate: float, ready: int, kv: float | None, target_kv: float
+    estimate: float | None,
+    prior: float | None,
+    request_rate: float,
+    ready: int,
+    kv: float | None,
+    target_kv: float,
+    queued: bool,
 ) -> float:
     """The next capacity estimate after one loaded, SLO-compliant observation."""
     sample = request_rate / ready
-    if kv is not None and kv > 0:
+    if queued:
+        pass  # a queue is forming: the replicas already give all they have, whatever their KV usage
+    elif kv is not None and kv > 0:
         sample *= min(max(target_kv / kv, 1.0), 1.0 / LOADED_KV_FRACTION)
     old = estimate if estimate is not None else prior
     if old is None:

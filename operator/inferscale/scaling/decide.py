@@ -265,6 +265,7 @@ def _decide(
             obs.ready_replicas,
             obs.kv_cache_utilization,
             policy.target_kv_cache,
+            capacity.queued(obs.waiting, obs.ready_replicas),
         )
 
     all_recs = (*recs, floor_rec) if floor_rec else tuple(recs)

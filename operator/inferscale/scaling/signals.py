@@ -5,7 +5,8 @@ ceil(ready x observed/target), a dead-band of `tolerance` around the target that
 count, and HPA's rule for partial data (pods that did not report count as 0% of target when the
 reporting pods ask for more, as 100% when they ask for less; a direction flip holds). The count
 they ask for is the total needed to carry today's load, so pods still starting (in `current`)
-are supply on the way: no replicas are added for load they will cover.
+are supply on the way: no replicas are added for load they will cover, and none are removed while
+the ready ones are over target. The queue signal is capped at `MAX_STEP` x the ready replicas.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from dataclasses import dataclass
 
 from inferscale.scaling.types import Reason, Recommendation
 
-MAX_SLO_STEP = 2.0  # an SLO breach at most doubles the ready replicas per tick: latency is not linear
+# An overload signal (latency above its SLO, a queue) at most doubles the READY replicas per tick.
+# Neither is linear in replicas: a queue is a backlog, not a rate, and drains fast once capacity
+# arrives; replicas already starting count against the doubling, so they absorb it instead of
+# more being added on top (in a bursty Azure replay, an unbounded queue signal went 5 -> 12 -> 18
+# while 7 replicas were still starting).
+MAX_STEP = 2.0
 EPSILON = 1e-9  # float noise must not add a replica: 2 x 0.4 / 0.8 is 1.0000000000000002
 
 
@@ -36,12 +42,15 @@ class Usage:
 class Ratio:
     replicas: int  # after the dead-band
     raw: int  # without the dead-band
-    ratio: float  # observed / target, after filling in missing pods
+    ratio: float  # observed / target, after filling in missing pods and the cap
     held: bool  # the dead-band or a direction flip held the current count
+    capped: bool = False  # the ratio was cut to `max_ratio`
+    covered: bool = False  # over target, but replicas already starting cover it
 
 
-def hpa_ratio(usage: Usage, target: float, tolerance: float, current: int) -> Ratio:
-    """HPA's replica calculator for one per-pod metric (see the module docstring)."""
+def hpa_ratio(usage: Usage, target: float, tolerance: float, current: int, max_ratio: float = math.inf) -> Ratio:
+    """HPA's replica calculator for one per-pod metric (see the module docstring), the ratio
+    capped at `max_ratio`."""
     k, n = usage.reporting, usage.ready
     ratio = usage.total / (k * target)
     if k < n:
@@ -50,10 +59,16 @@ def hpa_ratio(usage: Usage, target: float, tolerance: float, current: int) -> Ra
         if up != (filled > 1.0) and filled != 1.0:
             return Ratio(current, current, filled, True)
         ratio = filled
+    capped = ratio > max_ratio
+    ratio = min(ratio, max_ratio)
     raw = ceil_count(ratio * n)
     if abs(ratio - 1.0) <= tolerance:
         return Ratio(current, raw, ratio, True)
-    return Ratio(raw, raw, ratio, False)
+    if ratio > 1.0 and raw <= current:
+        # HPA counts not-ready pods as 0% on a scale-up; when that flips the direction it holds.
+        # Overloaded ready replicas never ask to remove the ones still starting.
+        return Ratio(current, current, ratio, False, capped, covered=True)
+    return Ratio(raw, raw, ratio, False, capped)
 
 
 def _coverage(usage: Usage) -> str:
@@ -63,6 +78,10 @@ def _coverage(usage: Usage) -> str:
 def _outcome(r: Ratio, tolerance: float, current: int) -> str:
     if r.held:
         return f", within {tolerance:.0%} tolerance → hold {current}"
+    if r.covered:
+        return f" → hold {current}: the replicas starting cover it"
+    if r.capped:
+        return f" → {r.replicas} (at most {MAX_STEP:g}x the ready replicas per tick)"
     return f" → {r.replicas}"
 
 
@@ -77,7 +96,7 @@ def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current
 
 
 def queue(waiting: float, usage: Usage, target: float, tolerance: float, current: int) -> tuple[Recommendation, Ratio]:
-    r = hpa_ratio(usage, target, tolerance, current)
+    r = hpa_ratio(usage, target, tolerance, current, MAX_STEP)
     per = waiting / max(usage.reporting, 1)
     message = (
         f"{waiting:g} waiting ({per:.1f} per replica vs target {target:g}) on {usage.ready} ready replicas"
@@ -92,7 +111,7 @@ def slo(signal: Reason, observed: float, target: float, ready: int, current: int
     While it is breached the count never goes below `current`: no scale-down during a breach."""
     if observed <= target or ready < 1:
         return None
-    step = min(observed / target, MAX_SLO_STEP)
+    step = min(observed / target, MAX_STEP)
     replicas = max(ceil_count(ready * step), ready + 1, current)
     name = "TTFT P95" if signal is Reason.SLO_TTFT else "ITL mean"
     message = f"{name} {observed * 1000:.0f}ms > SLO {target * 1000:.0f}ms on {ready} ready replicas → {replicas}"

@@ -51,7 +51,8 @@ def test_kv_message_names_observed_target_and_result() -> None:
 
 @pytest.mark.parametrize(
     ("current", "waiting", "expected"),
-    [(2, 40.0, 10), (5, 30.0, 8), (5, 20.0, 5), (5, 21.0, 5), (5, 23.0, 6)],
+    # ceil(waiting / target), the dead-band around it, and at most twice the ready replicas (2, 40).
+    [(2, 40.0, 4), (2, 12.0, 3), (5, 30.0, 8), (5, 20.0, 5), (5, 21.0, 5), (5, 23.0, 6)],
 )
 def test_queue_wants_waiting_per_replica_at_target(current: int, waiting: float, expected: int) -> None:
     d = decide(observe(current, kv=0.8, waiting=waiting), policy(**FREE), ScalerState(), 0.0)
@@ -119,6 +120,15 @@ def test_slo_breach_never_recommends_below_current_even_with_pending_replicas() 
     obs = observe(6, kv=0.1, ready_replicas=2, pending_replicas=4, itl_mean=0.06)
     d = decide(obs, pol, ScalerState(), 0.0)
     assert d.replicas == 6
+
+
+def test_overloaded_ready_replicas_never_ask_to_remove_starting_ones() -> None:
+    # HPA: not-ready pods count as 0% on a scale-up; the direction flips, so it holds.
+    obs = observe(5, kv=0.95, waiting=30.0, ready_replicas=2, pods_reporting=2, pending_replicas=3)
+    d = decide(obs, policy(**FREE), ScalerState(), 0.0)
+    assert d.replicas == 5 and d.reason is Reason.SCALE_UP_PENDING
+    assert all(r.replicas == 5 for r in d.recommendations)
+    assert "the replicas starting cover it" in rec(d, Reason.KV_CACHE).message  # type: ignore[attr-defined]
 
 
 def test_met_slo_recommends_nothing() -> None:
