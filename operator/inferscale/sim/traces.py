@@ -13,8 +13,10 @@ Formats (auto-detected from the first line):
 Scaling, applied in this order: ``time_scale`` X divides every timestamp by X (request traces get
 X times the rate; a ServeGen curve keeps its rates on X-times shorter windows); ``rate_scale`` X
 multiplies the rate on the same time axis (request traces: each request is kept floor(X) times plus
-once more with probability frac(X); extra copies land uniformly between the original and the next
-arrival, so the local rate shape is kept; ServeGen: the rate is multiplied); ``duration`` truncates
+once more with probability frac(X); each extra copy is shifted by a uniform offset within
+±COPY_JITTER/2, reflected at the trace's ends: X times the users is a superposition of independent
+streams, not X clones arriving as one clump, and the shape slower than ~10 s, which is what an
+autoscaler sees, is kept; ServeGen: the rate is multiplied); ``duration`` truncates
 (seconds on the scaled axis). Everything is deterministic per ``seed``. ServeGen windows draw from
 their own seeded stream, so chunked generation equals the whole.
 """
@@ -46,6 +48,8 @@ SERVEGEN_COLUMNS = ("window_start_s", "total_rate_rps", "mean_input_tokens", "me
 # (input 4142/1155 -> sigma 0.65; output 601/211 -> sigma 0.5). ServeGen publishes means only.
 INPUT_SIGMA = 0.65
 OUTPUT_SIGMA = 0.5
+# Spread (seconds) of the time shift given to extra copies when rate_scale > 1.
+COPY_JITTER = 10.0
 
 _TIMESTAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)$")
 
@@ -254,12 +258,12 @@ def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: i
     n = len(arrays)
     copies = math.floor(rate_scale) + (rng.random(n) < rate_scale - math.floor(rate_scale))
     src = np.repeat(np.arange(n), copies)
-    # The first copy of a request keeps its time; later copies fall before the next arrival.
+    # The first copy of a request keeps its time; later copies are shifted, reflected at the ends.
     first = np.ones(src.size, dtype=bool)
     first[1:] = src[1:] != src[:-1]
-    gap = np.diff(arrays.arrival, append=arrays.arrival[-1] + (span / n if n else 0.0))
-    jitter = np.where(first, 0.0, rng.random(src.size) * gap[src])
-    arrival = arrays.arrival[src] + jitter
+    offset = np.where(first, 0.0, (rng.random(src.size) - 0.5) * COPY_JITTER)
+    arrival = np.abs(arrays.arrival[src] + offset)
+    arrival = np.clip(np.where(arrival > span, 2 * span - arrival, arrival), 0.0, span)
     order = np.argsort(arrival, kind="stable")
     return RequestArrays(arrival[order], arrays.input_tokens[src][order], arrays.output_tokens[src][order])
 

@@ -103,6 +103,22 @@ def test_rate_scale_multiplies_the_count_on_the_same_axis(scale: float) -> None:
     assert counts / base_counts == pytest.approx(np.full(6, scale), rel=0.08)
 
 
+@needs_traces
+def test_replication_is_a_superposition_not_clumps() -> None:
+    # 40x the users is 40 independent-ish streams: within 10-s blocks the per-second counts stay near
+    # Poisson (variance/mean ~ 1), as in the original trace; 40 clones behind each request would give ~40.
+    def dispersion(arrival: np.ndarray, span: float) -> float:
+        blocks = int(span) // 10
+        c = np.histogram(arrival, bins=blocks * 10, range=(0, blocks * 10))[0].reshape(blocks, 10)
+        return float((c.var(axis=1, ddof=1) / c.mean(axis=1)).mean())
+
+    base, span = load_request_arrays(AZURE)
+    scaled, _ = load_request_arrays(AZURE, rate_scale=40)
+    assert dispersion(base.arrival, span) < 1.5
+    assert dispersion(scaled.arrival, span) < 4.0
+    assert scaled.arrival.min() >= 0 and scaled.arrival.max() <= span
+
+
 def test_replicated_copies_do_not_arrive_together(tmp_path: Path) -> None:
     lines = "".join(f'{{"timestamp": {i * 1000}, "input_length": 10, "output_length": 5}}\n' for i in range(50))
     trace = load_trace(write(tmp_path, "t.jsonl", lines), rate_scale=3)

@@ -6,6 +6,7 @@ import math
 
 from tests.unit.sim.policies.policy_fixtures import make_ctx, make_obs, steady_trace
 
+from inferscale.scaling.capacity import HEADROOM
 from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.policies.static_peak import StaticPeak
 from inferscale.sim.traces import load_rate_curve
@@ -21,15 +22,16 @@ def test_a_step_at_600_s_is_provisioned_from_600_minus_time_to_ready() -> None:
     timeline = {t: oracle.decide(make_obs(low), float(t), []) for t in range(0, 1200, 10)}
     assert timeline[410] == low
     assert timeline[420] == high  # 420 + 180 = 600: the new replicas are Ready as the step arrives
-    assert all(n == high for t, n in timeline.items() if 420 <= t < 1020)
-    assert timeline[1030] == 1  # past the end of the trace: min_replicas
+    # Kept while any window from now to now + ttr needs them; past the trace's end, min_replicas.
+    assert all(n == high for t, n in timeline.items() if 420 <= t < 1200)
+    assert oracle.decide(make_obs(high), 1200.0, []) == 1
 
 
 def test_need_covers_the_rate_with_poisson_headroom_at_the_slo() -> None:
     ctx = make_ctx(trace=STEP)
     oracle = Oracle(ctx)
     n = 150.0 * 60
-    expected = math.ceil((n + math.sqrt(n)) / 60 / ctx.capacity_rps(1000, 200))
+    expected = math.ceil((n + math.sqrt(n)) / 60 / (HEADROOM * ctx.capacity_rps(1000, 200)))
     assert oracle.replicas_at(700.0) == expected
 
 
@@ -37,6 +39,15 @@ def test_the_oracle_lead_is_the_context_time_to_ready() -> None:
     early = Oracle(make_ctx(trace=STEP, time_to_ready=300.0))
     assert early.decide(make_obs(1), 300.0, []) == early.replicas_at(600.0)
     assert early.decide(make_obs(1), 290.0, []) == early.replicas_at(0.0)
+
+
+def test_a_drop_releases_replicas_only_when_no_window_until_ttr_needs_them() -> None:
+    drop = steady_trace([(0.0, 600.0, 150.0), (600.0, 1200.0, 5.0)])
+    oracle = Oracle(make_ctx(trace=drop, time_to_ready=180.0, interval=10.0))
+    high, low = oracle.replicas_at(0.0), oracle.replicas_at(700.0)
+    assert high > low
+    assert oracle.decide(make_obs(high), 590.0, []) == high  # still serving the last high window
+    assert oracle.decide(make_obs(high), 600.0, []) == low
 
 
 def test_oracle_runs_on_a_rate_curve_without_requests() -> None:
