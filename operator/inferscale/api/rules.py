@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from croniter import croniter
 from pydantic.config import JsonDict
 
 from inferscale.scaling.durations import DURATION_PATTERN, parse_duration
@@ -105,3 +106,17 @@ def check_change_limit(value: Any) -> int | str:
     elif isinstance(value, str) and re.fullmatch(PERCENT_PATTERN, value):
         return value
     raise ValueError(f"{value!r} {CHANGE_LIMIT.message}")
+
+
+def check_cron(value: str) -> str:
+    """The CRD's shape check plus croniter's field ranges (minute 61 passes the shape, not croniter)."""
+    if len(value) > CRON_MAX_LENGTH or not re.fullmatch(CRON_PATTERN, value) or not croniter.is_valid(value):
+        raise ValueError(f"{value!r} {CRON.message}")
+    return value
+
+
+def check_selector(value: dict[str, str]) -> dict[str, str]:
+    bad = sorted(k for k in value if not re.fullmatch(LABEL_NAME_PATTERN, k))
+    if bad:
+        raise ValueError(f"{SELECTOR_KEYS_MESSAGE}: {', '.join(repr(k) for k in bad)}")
+    return value

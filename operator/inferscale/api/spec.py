@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Literal, Self
 
-from croniter import croniter
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from inferscale.api.fields import (
@@ -23,12 +21,11 @@ from inferscale.api.fields import (
 from inferscale.api.rules import (
     CRON,
     CRON_MAX_LENGTH,
-    CRON_PATTERN,
-    LABEL_NAME_PATTERN,
     ONE_TARGET,
     REPLICA_BOUNDS,
     SCHEDULE_WITHIN_MAX,
-    SELECTOR_KEYS_MESSAGE,
+    check_cron,
+    check_selector,
 )
 
 # The capacity prior assumes these request lengths when only a model profile is known.
@@ -36,22 +33,9 @@ TYPICAL_INPUT_TOKENS = 1000
 TYPICAL_OUTPUT_TOKENS = 200
 
 
-def _check_cron(value: str) -> str:
-    if len(value) > CRON_MAX_LENGTH or not re.fullmatch(CRON_PATTERN, value) or not croniter.is_valid(value):
-        raise ValueError(f"{value!r} {CRON.message}")
-    return value
-
-
-def _check_selector(value: dict[str, str]) -> dict[str, str]:
-    bad = sorted(k for k in value if not re.fullmatch(LABEL_NAME_PATTERN, k))
-    if bad:
-        raise ValueError(f"{SELECTOR_KEYS_MESSAGE}: {', '.join(repr(k) for k in bad)}")
-    return value
-
-
 Cron = Annotated[
     str,
-    AfterValidator(_check_cron),
+    AfterValidator(check_cron),
     WithJsonSchema({"type": "string", "maxLength": CRON_MAX_LENGTH, "x-kubernetes-validations": [CRON.schema()]}),
 ]
 
@@ -226,7 +210,7 @@ class Metrics(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    selector: Annotated[dict[str, str], AfterValidator(_check_selector)] = Field(
+    selector: Annotated[dict[str, str], AfterValidator(check_selector)] = Field(
         default_factory=dict,
         max_length=16,
         description="Extra PromQL label matchers (label: value), added to namespace and model_name.",

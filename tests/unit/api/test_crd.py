@@ -182,9 +182,7 @@ def test_cel_duration_regex_agrees_with_python(text: str) -> None:
 def test_cel_cron_shape_agrees_with_python(text: str) -> None:
     cel_ok = bool(re.search(_cel_literal(rules.CRON.cel), text))
     try:
-        from inferscale.api.spec import _check_cron
-
-        _check_cron(text)
+        rules.check_cron(text)
         python_ok = True
     except ValueError:
         python_ok = False
