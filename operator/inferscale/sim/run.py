@@ -187,15 +187,43 @@ def run_policy(
 # -- several policies side by side ----------------------------------------------------------------------
 
 PolicyFactory = Callable[[str], ScalingPolicy]
-_JOB: tuple[Workload, RunConfig, PolicyFactory] | None = None
+Job = Callable[[str], RunResult]
+_JOB: Job | None = None
 
 
-def _run_named(name: str) -> RunResult:
+def _run_job(name: str) -> RunResult:
     assert _JOB is not None, "worker started without a job"
-    workload, cfg, factory = _JOB
-    result = run_policy(workload, factory(name), cfg)
-    result.outcomes = None
+    result = _JOB(name)
+    result.outcomes = None  # per-request arrays stay in the worker
     return result
+
+
+def parallel(
+    names: Sequence[str], job: Job, workers: int = 1, on_done: Callable[[RunResult], None] | None = None
+) -> dict[str, RunResult]:
+    """`job(name)` for every name, in a forked process pool when `workers` > 1 (the job's closure, with
+    its workload, is inherited rather than pickled). Results keep the order of `names`."""
+    global _JOB
+    results: dict[str, RunResult] = {}
+    if workers <= 1 or len(names) <= 1:
+        for name in names:
+            r = job(name)
+            r.outcomes = None
+            results[name] = r
+            if on_done is not None:
+                on_done(r)
+        return results
+    _JOB = job
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
+            futures = {name: pool.submit(_run_job, name) for name in names}
+            for name in names:
+                results[name] = futures[name].result()
+                if on_done is not None:
+                    on_done(results[name])
+    finally:
+        _JOB = None
+    return results
 
 
 def run_policies(
@@ -206,27 +234,5 @@ def run_policies(
     workers: int = 1,
     on_done: Callable[[RunResult], None] | None = None,
 ) -> dict[str, RunResult]:
-    """Each named policy on its own fleet over the same requests; `workers` > 1 forks a process pool
-    (the workload and the factory are inherited, not pickled). Results keep the order of `names`."""
-    global _JOB
-    results: dict[str, RunResult] = {}
-    if workers <= 1 or len(names) <= 1:
-        for name in names:
-            r = run_policy(workload, factory(name), cfg)
-            r.outcomes = None
-            results[name] = r
-            if on_done is not None:
-                on_done(r)
-        return results
-    _JOB = (workload, cfg, factory)
-    try:
-        with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("fork")) as pool:
-            futures = {name: pool.submit(_run_named, name) for name in names}
-            for name in names:
-                r = futures[name].result()
-                results[name] = r
-                if on_done is not None:
-                    on_done(r)
-    finally:
-        _JOB = None
-    return results
+    """Each named policy on its own fleet over the same requests."""
+    return parallel(names, lambda name: run_policy(workload, factory(name), cfg), workers, on_done)
