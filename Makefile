@@ -57,7 +57,7 @@ test-e2e: setup
 
 ## demo: the local stack, the chart, the operator and a replayed trace, watched live
 demo: setup
-	bash e2e/demo.sh
+	$(PY) e2e/demo.py
 
 ## bench-sim: replay every trace against inferscale, the peers and the oracle; writes docs/benchmarks.md
 bench-sim: $(STAMP)

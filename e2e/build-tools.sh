@@ -44,7 +44,13 @@ run_go() {
   rm -f "$log"
 }
 
-has_version() { [ -x "$1" ] && "$1" "${@:3}" 2>/dev/null | grep -q -- "$2"; }
+# Capture first: `grep -q` exiting early would SIGPIPE the binary and fail the pipeline under pipefail.
+has_version() {
+  local out
+  [ -x "$1" ] || return 1
+  out=$("$1" "${@:3}" 2>/dev/null) || return 1
+  [[ "$out" == *"$2"* ]]
+}
 
 build_k8s() {
   local want="Kubernetes $K8S_VERSION"

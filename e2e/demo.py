@@ -1,0 +1,279 @@
+"""`make demo`: inferscale scaling a simulated GPU fleet on a real control plane, watched live.
+
+1. the local stack (control plane built from Go modules on the first run, then cached; kwok GPU
+   nodes; Prometheus);
+2. the Helm chart (CRD, RBAC, ServiceAccount);
+3. a vLLM Deployment whose pods take 60-120 s to become Ready, and an InferenceService for it;
+4. the operator, run out of cluster with the chart's ServiceAccount token (the pods of simulated
+   nodes run nothing), and `inferscale emulate`: one simulated engine per Ready pod, replaying the
+   first day of a production model's traffic (ServeGen m-small) compressed to five minutes;
+5. a live view, then a summary: SLO attainment and GPU-hours against static peak provisioning,
+   written to .demo/summary.json and .demo/timeline.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+OUT = REPO / ".demo"
+VENV = REPO / ".venv" / "bin"
+NS = "demo"
+RELEASE_NS = "inferscale-system"
+# A production model's day of traffic (ServeGen m-small): load triples from night to evening.
+TRACE = REPO.parent / "shared" / "traces" / "m-small_aggregate_10min.csv"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def sh(*args: str, input: str | None = None, check: bool = True, env: dict[str, str] | None = None) -> str:
+    proc = subprocess.run(args, input=input, capture_output=True, text=True, env=env, check=False)
+    if check and proc.returncode != 0:
+        sys.exit(f"demo: {' '.join(args[:4])} ... failed:\n{proc.stderr.strip()}")
+    return proc.stdout
+
+
+def read_env() -> dict[str, str]:
+    out = {}
+    for line in (REPO / ".e2e" / "env").read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            k, v = line[7:].split("=", 1)
+            out[k] = v.strip('"')
+    return out
+
+
+def deployment(ready_delay: str, ready_jitter: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "llama-8b", "namespace": NS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": {"app": "llama-8b"}},
+            "template": {
+                "metadata": {
+                    "labels": {"app": "llama-8b"},
+                    # kwok: Ready after a uniform 60-120 s, the model-load time of a real vLLM pod.
+                    "annotations": {
+                        "pod-ready.stage.kwok.x-k8s.io/delay": ready_delay,
+                        "pod-ready.stage.kwok.x-k8s.io/jitter-delay": ready_jitter,
+                    },
+                },
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "vllm",
+                            "image": "vllm/vllm-openai:v0.11.0",
+                            "args": ["--model", MODEL, "--max-num-seqs", "1024"],
+                            "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                        }
+                    ]
+                },
+            },
+        },
+    }
+
+
+def service() -> dict[str, Any]:
+    return {
+        "apiVersion": "inferscale.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {"name": "llama-8b", "namespace": NS},
+        "spec": {
+            "model": {"name": MODEL, "profile": "llama-3.1-8b", "gpu": "h100-80gb"},
+            "engine": "vllm",
+            "scaleTargetRef": {"name": "llama-8b"},
+            "replicas": {"min": 2, "max": 16},
+            "slo": {"ttftP95": "500ms", "itlMean": "50ms"},
+            "behavior": {"interval": "5s", "scaleDown": {"stabilizationWindow": "60s", "period": "30s"}},
+            "warmup": {"timeToReady": "90s", "predictive": True},
+        },
+    }
+
+
+def operator_kubeconfig(env: dict[str, str]) -> pathlib.Path:
+    """A kubeconfig that authenticates as the chart's ServiceAccount: the operator gets exactly the
+    chart's RBAC, as it would in a real cluster."""
+    kc = json.loads(sh("kubectl", "config", "view", "--raw", "-o", "json", env=env))
+    cluster = kc["clusters"][0]["cluster"]
+    token = sh("kubectl", "create", "token", "inferscale", "-n", RELEASE_NS, "--duration=2h", env=env).strip()
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "e2e", "cluster": cluster}],
+        "users": [{"name": "inferscale", "user": {"token": token}}],
+        "contexts": [{"name": "inferscale", "context": {"cluster": "e2e", "user": "inferscale"}}],
+        "current-context": "inferscale",
+    }
+    path = OUT / "operator-kubeconfig"
+    path.write_text(json.dumps(cfg))
+    path.chmod(0o600)
+    return path
+
+
+def live(env: dict[str, str], emulator: subprocess.Popen[bytes], seconds: float) -> list[dict[str, Any]]:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.table import Table
+
+    history: list[dict[str, Any]] = []
+    start = time.monotonic()
+    console = Console()
+    with Live(console=console, refresh_per_second=2, transient=False) as view:
+        while emulator.poll() is None:
+            raw = sh("kubectl", "get", "inferenceservice", "llama-8b", "-n", NS, "-o", "json", check=False, env=env)
+            st = (json.loads(raw) if raw else {}).get("status") or {}
+            obs, dec = st.get("observed") or {}, st.get("decision") or {}
+            t = time.monotonic() - start
+            history.append({"t": t, "replicas": st.get("replicas"), "desired": st.get("desiredReplicas"),
+                            "ready": st.get("readyReplicas"), "ttft_p95": obs.get("ttftP95")})
+            table = Table(title=f"inferscale demo  t={t:5.0f}s / ~{seconds:.0f}s   (kubectl get infsvc -n {NS})")
+            for col in ("replicas", "desired", "ready", "TTFT P95", "KV %", "waiting", "req/s"):
+                table.add_column(col, justify="right")
+            table.add_row(
+                str(st.get("replicas", "-")), str(st.get("desiredReplicas", "-")), str(st.get("readyReplicas", "-")),
+                str(obs.get("ttftP95") or "-"), str(obs.get("kvCachePercent", "-")), str(obs.get("waiting", "-")),
+                f"{obs['requestRate']:.0f}" if obs.get("requestRate") is not None else "-",
+            )
+            decision = Table.grid(padding=(0, 1))
+            decision.add_row("[bold]last decision[/]", f"{dec.get('reason', '-')}: {dec.get('message', '-')}")
+            for c in st.get("conditions") or []:
+                if c.get("type") in ("MetricsAvailable", "SLOMet", "ScalingLimited"):
+                    decision.add_row(f"{c['type']}={c['status']}", c.get("message", ""))
+            outer = Table.grid()
+            outer.add_row(table)
+            outer.add_row(decision)
+            view.update(outer)
+            time.sleep(2.0)
+    return history
+
+
+def plot(summary: dict[str, Any], history: list[dict[str, Any]], path: pathlib.Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tl = summary["timeline"]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    ax1.plot([s["t"] for s in tl], [s["arrivals_per_s"] for s in tl], color="tab:gray", label="arrivals/s")
+    ax1.set_ylabel("requests/s")
+    twin = ax1.twinx()
+    twin.step([s["t"] for s in tl], [s["pods"] for s in tl], where="post", color="tab:blue", label="pods (GPUs held)")
+    twin.step([s["t"] for s in tl], [s["ready"] for s in tl], where="post", color="tab:green", label="Ready pods")
+    desired = [(h["t"], h["desired"]) for h in history if h["desired"] is not None]
+    if desired:
+        twin.step(*zip(*desired, strict=True), where="post", color="tab:orange", ls="--", label="desired")
+    twin.set_ylabel("replicas")
+    lines = ax1.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+    ax1.legend(lines, [ln.get_label() for ln in lines], loc="upper left", fontsize=8)
+    ax1.set_title("inferscale demo: load, replicas and decisions")
+    ax2.plot([s["t"] for s in tl], [s["waiting"] for s in tl], color="tab:red", label="waiting requests")
+    ax2.set_ylabel("waiting")
+    ax2.set_xlabel("seconds since the replay started")
+    kv = [(s["t"], 100 * s["kv"]) for s in tl if s["kv"] is not None]
+    if kv:
+        t2 = ax2.twinx()
+        t2.plot(*zip(*kv, strict=True), color="tab:purple", label="KV cache %")
+        t2.set_ylabel("KV cache %")
+    ax2.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--time-scale", type=float, default=288.0, help="trace compression (288: a day in 5 min)")
+    parser.add_argument("--rate-scale", type=float, default=0.8, help="request-rate multiplier")
+    parser.add_argument("--duration", default="300s", help="replay length after compression")
+    args = parser.parse_args()
+    OUT.mkdir(exist_ok=True)
+
+    cached = any((pathlib.Path.home() / ".cache" / "inferscale-e2e").glob("*/bin/kube-apiserver"))
+    print("== 1/5 local stack: etcd, kube-apiserver, controller-manager, scheduler, kwok, Prometheus")
+    if not cached:
+        print("   first run: building the control plane from Go modules (about 10 minutes, cached afterwards)")
+    if subprocess.run(["bash", str(REPO / "e2e" / "cluster.sh"), "up"], check=False).returncode != 0:
+        return 1
+    env = {**os.environ, **read_env()}
+    env["PATH"] = f"{env['E2E_BIN']}:{VENV}:{os.environ.get('PATH', '')}"
+
+    print("== 2/5 helm install charts/inferscale (CRD, ServiceAccount, least-privilege RBAC)")
+    sh("kubectl", "create", "namespace", NS, check=False, env=env)
+    sh("helm", "upgrade", "--install", "inferscale", str(REPO / "charts" / "inferscale"), "-n", RELEASE_NS,
+       "--create-namespace", "--set", f"watch.allNamespaces=false,watch.namespaces={{{NS}}}", "--wait=false", env=env)
+    # Simulated nodes run no processes: the chart's operator pod would be an empty shell, so the
+    # operator runs here, as the chart's ServiceAccount.
+    sh("kubectl", "scale", "deployment", "inferscale", "-n", RELEASE_NS, "--replicas=0", env=env)
+
+    print(f"== 3/5 namespace {NS}: a vLLM Deployment (pods Ready after 60-120 s) and its InferenceService")
+    sh("kubectl", "delete", "inferenceservice,deployment", "--all", "-n", NS, "--wait=true", check=False, env=env)
+    sh("kubectl", "apply", "-f", "-", input=json.dumps(deployment("60s", "120s")), env=env)
+    sh("kubectl", "apply", "-f", "-", input=json.dumps(service()), env=env)
+
+    print("   waiting for the first 2 replicas to load the model (60-120 s, as a real vLLM pod)")
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        dep = json.loads(sh("kubectl", "get", "deployment", "llama-8b", "-n", NS, "-o", "json", env=env))
+        if (dep.get("status") or {}).get("readyReplicas", 0) >= 2:
+            break
+        time.sleep(2)
+    print("== 4/5 operator (as the chart's ServiceAccount) and emulator (one simulated engine per Ready pod)")
+    kc = operator_kubeconfig(env)
+    op_log, em_log = open(OUT / "operator.log", "wb"), open(OUT / "emulator.log", "wb")
+    operator = subprocess.Popen(
+        [str(VENV / "inferscale"), "run", "-n", NS, "--prometheus-url", env["PROMETHEUS_URL"], "--interval", "5s",
+         "--metrics-port", "18080", "--kubeconfig", str(kc)], stdout=op_log, stderr=subprocess.STDOUT, env=env)
+    emulator = subprocess.Popen(
+        [str(VENV / "inferscale"), "emulate", "-n", NS, "--deployment", "llama-8b", "--trace", str(TRACE),
+         "--time-scale", str(args.time_scale), "--rate-scale", str(args.rate_scale), "--duration", args.duration,
+         "--model-name", MODEL, "--results", str(OUT / "emulator.json"), "--targets-dir",
+         env["E2E_PROMETHEUS_TARGETS"]], stdout=em_log, stderr=subprocess.STDOUT, env=env)
+    try:
+        print("== 5/5 live view (Ctrl-C stops the demo)")
+        history = live(env, emulator, float(args.duration.rstrip("s")))
+    except KeyboardInterrupt:
+        emulator.send_signal(signal.SIGINT)
+        return 130
+    finally:
+        operator.send_signal(signal.SIGTERM)
+        operator.wait(40)
+    if emulator.returncode != 0:
+        print(f"demo: the emulator failed; see {OUT / 'emulator.log'}", file=sys.stderr)
+        return 1
+
+    result = json.loads((OUT / "emulator.json").read_text())
+    events = json.loads(sh("kubectl", "get", "events", "-n", NS, "-o", "json", env=env))["items"]
+    scalings = [f"{e['reason']}: {e['message']}" for e in events if e.get("reason") in ("ScaledUp", "ScaledDown")]
+    summary = {k: v for k, v in result.items() if k != "timeline"}
+    summary["scale_actions"] = scalings
+    summary["operator_history"] = history
+    (OUT / "summary.json").write_text(json.dumps(summary, indent=2))
+    plot(result, history, OUT / "timeline.png")
+
+    att, gh, sp = result["slo_attainment"], result["gpu_hours"], result["static_peak_gpu_hours"]
+    print("\n== summary")
+    print(f"requests: {result['finished']}/{result['requests']} finished, "
+          f"SLO attainment {att:.1%} (TTFT <= 500ms and mean ITL <= 50ms)")
+    print(f"TTFT P95 {result['ttft_p95_s']:.3f}s, P99 {result['ttft_p99_s']:.3f}s")
+    if sp:
+        print(f"GPU-hours {gh:.3f} vs {sp:.3f} for static peak provisioning ({result['static_peak_replicas']} "
+              f"replicas all the time): {100 * (1 - gh / sp):.0f}% fewer")
+    print(f"{len(scalings)} scale actions, e.g.:")
+    for line in scalings[:4]:
+        print("  " + line)
+    print(f"wrote {OUT / 'summary.json'} and {OUT / 'timeline.png'}; the cluster is still up "
+          f"(source .e2e/env; kubectl get infsvc -n {NS}); stop it with: make cluster-down")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

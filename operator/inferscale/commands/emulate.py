@@ -1,0 +1,95 @@
+"""`inferscale emulate`: simulated vLLM engines behind a real Deployment's Ready pods, in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import pathlib
+import sys
+from typing import Annotated
+
+import typer
+
+from inferscale.scaling.durations import parse_duration
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"inferscale emulate: {message}", err=True)
+    return typer.Exit(2)
+
+
+def emulate(
+    deployment: Annotated[str, typer.Option(help="The Deployment whose Ready pods get an engine each.")],
+    trace: Annotated[pathlib.Path, typer.Option(help="Trace to replay (Azure CSV, Mooncake JSONL or ServeGen CSV).")],
+    namespace: Annotated[str, typer.Option("--namespace", "-n")] = "default",
+    fmt: Annotated[str | None, typer.Option("--format", help="azure | mooncake | servegen (default: detect).")] = None,
+    rate_scale: Annotated[float, typer.Option(help="Multiply the request rate.")] = 1.0,
+    time_scale: Annotated[float, typer.Option(help="Compress time: 12 replays an hour in 5 minutes.")] = 1.0,
+    duration: Annotated[str | None, typer.Option(help="Replay only this long (after compression).")] = None,
+    model: Annotated[str, typer.Option(help="Model catalog entry for the engines' performance.")] = "llama-3.1-8b",
+    gpu: Annotated[str, typer.Option(help="GPU catalog entry.")] = "h100-80gb",
+    tp: Annotated[int, typer.Option(help="Tensor parallel size (GPUs per replica).")] = 1,
+    model_name: Annotated[
+        str, typer.Option(help="The model_name label the engines report.")
+    ] = "meta-llama/Llama-3.1-8B-Instruct",
+    slo_ttft: Annotated[str, typer.Option(help="TTFT target for the attainment summary.")] = "500ms",
+    slo_itl: Annotated[str, typer.Option(help="Mean ITL target for the attainment summary.")] = "50ms",
+    targets_dir: Annotated[
+        pathlib.Path, typer.Option(help="Prometheus file-discovery directory.", envvar="E2E_PROMETHEUS_TARGETS")
+    ] = pathlib.Path(".e2e/prometheus/targets"),
+    results: Annotated[pathlib.Path | None, typer.Option(help="Write the outcome as JSON here.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed for generated requests (ServeGen).")] = 0,
+    kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig (default: KUBECONFIG).")] = None,
+) -> None:
+    """Replay a trace against simulated engines on a Deployment's pods, serving vLLM /metrics per pod."""
+    from inferscale.adapters.kube import Credentials, KubeApi
+    from inferscale.emulator import Emulator, EmulatorConfig
+    from inferscale.perf import PerfError, replica_profile
+    from inferscale.sim.traces import TraceError, load_request_arrays
+
+    try:
+        ttft, itl = parse_duration(slo_ttft), parse_duration(slo_itl)
+        limit = parse_duration(duration) if duration else None
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    try:
+        profile = replica_profile(model, gpu, tp)
+    except PerfError as e:
+        raise _fail(str(e)) from None
+    try:
+        requests, span = load_request_arrays(trace, fmt, rate_scale, time_scale, limit, seed)
+    except (TraceError, OSError) as e:
+        raise _fail(str(e)) from None
+    try:
+        kube = KubeApi(Credentials.load(kubeconfig))
+    except Exception as e:  # the kubernetes package raises several unrelated types for a bad kubeconfig
+        raise _fail(f"cannot load Kubernetes credentials: {e}") from None
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    cfg = EmulatorConfig(
+        namespace=namespace,
+        deployment=deployment,
+        model_name=model_name,
+        profile=profile,
+        requests=requests,
+        duration=limit if limit is not None else span,
+        targets_dir=targets_dir,
+        slo_ttft=ttft,
+        slo_itl=itl,
+        results=results,
+    )
+
+    async def main() -> None:
+        try:
+            summary = await Emulator(cfg, kube).run()
+        finally:
+            await kube.close()
+        att = summary["slo_attainment"]
+        typer.echo(
+            f"{summary['finished']}/{summary['requests']} requests finished, "
+            f"SLO attainment {att:.1%}" if att is not None else "no requests"
+        )
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None

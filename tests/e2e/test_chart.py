@@ -1,0 +1,131 @@
+"""The Helm chart on the real API server: it installs, and its RBAC is both sufficient (the operator,
+running as the chart's ServiceAccount, scales a Deployment and writes status and Events) and
+minimal (that account cannot read Secrets or change what it does not own)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+
+from tests.e2e.cluster import REPO, Cluster, eventually
+from tests.e2e.exporter import Exporter
+from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.test_operator import replicas, service, status
+from tests.e2e.test_stack import gpu_deployment
+
+
+def helm(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
+    exe = os.path.join(cluster.bin_dir, "helm") if cluster.bin_dir else "helm"
+    proc = subprocess.run([exe, *args], capture_output=True, text=True, env=cluster.env(), timeout=180, check=False)
+    assert proc.returncode == 0, f"helm {' '.join(args)}: {proc.stderr}"
+    return proc
+
+
+@pytest.fixture
+def release(cluster: Cluster, namespace: str, tmp_path: pathlib.Path) -> Iterator[tuple[str, str, Cluster]]:
+    """The chart installed for one watched namespace; yields (release namespace, SA, a cluster view
+    that authenticates as the chart's ServiceAccount)."""
+    rel_ns = f"inferscale-{uuid.uuid4().hex[:6]}"
+    helm(
+        cluster,
+        "install",
+        "inferscale",
+        str(REPO / "charts" / "inferscale"),
+        "-n",
+        rel_ns,
+        "--create-namespace",
+        "--set",
+        f"watch.allNamespaces=false,watch.namespaces={{{namespace}}}",
+    )
+    sa = "inferscale"
+    token = cluster.kubectl("create", "token", sa, "-n", rel_ns, "--duration=1h").stdout.strip()
+    kc = json.loads(cluster.kubectl("config", "view", "--raw", "-o", "json").stdout)
+    cfg = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": kc["clusters"][0]["cluster"]}],
+        "users": [{"name": sa, "user": {"token": token}}],
+        "contexts": [{"name": "c", "context": {"cluster": "c", "user": sa}}],
+        "current-context": "c",
+    }
+    path = tmp_path / "sa-kubeconfig"
+    path.write_text(json.dumps(cfg))
+    yield rel_ns, sa, replace(cluster, kubeconfig=str(path))
+    helm(cluster, "uninstall", "inferscale", "-n", rel_ns)
+    cluster.kubectl("delete", "namespace", rel_ns, "--wait=false", check=False)
+
+
+def can_i(cluster: Cluster, verb: str, resource: str, ns: str, rel_ns: str, sa: str) -> bool:
+    proc = cluster.kubectl(
+        "auth", "can-i", verb, resource, "-n", ns, f"--as=system:serviceaccount:{rel_ns}:{sa}", check=False
+    )
+    return proc.stdout.strip() == "yes"
+
+
+def test_chart_lints_and_installs(cluster: Cluster, release: tuple[str, str, Cluster]) -> None:
+    rel_ns, _, _ = release
+    helm(cluster, "lint", str(REPO / "charts" / "inferscale"))
+    dep = cluster.kubectl_json("get", "deployment", "inferscale", "-n", rel_ns)
+    pod = dep["spec"]["template"]["spec"]
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    container = pod["containers"][0]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert cluster.kubectl_json("get", "crd", "inferenceservices.inferscale.dev")["spec"]["group"] == "inferscale.dev"
+
+
+def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, str, Cluster]) -> None:
+    rel_ns, sa, _ = release
+    allowed = [
+        ("patch", "deployments.apps/scale"),
+        ("list", "pods"),
+        ("patch", "inferenceservices.inferscale.dev/status"),
+        ("create", "events"),
+        ("list", "horizontalpodautoscalers.autoscaling"),
+    ]
+    denied = [
+        ("get", "secrets"),
+        ("list", "secrets"),
+        ("patch", "configmaps"),
+        ("patch", "services"),
+        ("delete", "pods"),
+        ("create", "pods"),
+        ("patch", "nodes"),
+        ("create", "roles.rbac.authorization.k8s.io"),
+    ]
+    for verb, res in allowed:
+        assert can_i(cluster, verb, res, namespace, rel_ns, sa), f"the chart's account needs to {verb} {res}"
+    for verb, res in denied:
+        assert not can_i(cluster, verb, res, namespace, rel_ns, sa), f"the chart's account may {verb} {res}"
+    # Watching one namespace grants nothing in others.
+    assert not can_i(cluster, "patch", "deployments.apps/scale", "default", rel_ns, sa)
+
+
+def test_the_operator_scales_with_only_the_charts_permissions(
+    cluster: Cluster, namespace: str, release: tuple[str, str, Cluster]
+) -> None:
+    _, _, as_sa = release
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1))
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    op = OperatorProcess(as_sa, namespace, interval="5s")
+    try:
+        exporter.set(kv=0.95, waiting=20, running=30)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+        op.start()
+        eventually(lambda: replicas(cluster, namespace) > 1, 60, "a scale-up by the chart's account")
+        st = eventually(lambda: status(cluster, namespace).get("decision"), 30, "status written")
+        assert st["reason"]
+        op_out = op.output()
+        assert "403" not in op_out and "Forbidden" not in op_out, op_out[-3000:]
+    finally:
+        op.stop()
+        exporter.stop()
+    op.assert_no_tracebacks()
