@@ -5,7 +5,7 @@ replicas' capacity at the SLO. Capacity at the SLO is the rate a replica sustain
 edge; bursts inside a scrape interval and an imperfect router need the rest (WVA sizes at 85% too).
 
 Learning (`learn`): a per-replica rate observed while the SLO is met and the replicas are
-actually loaded (mean KV cache at least `LOADED_KV_FRACTION` of its target, or a queue forming)
+actually loaded (`signals.loaded`: KV cache near its target, or a queue forming)
 is a lower bound on capacity. Without a queue it is scaled up to the KV target when KV is below
 it (KV grows about linearly with concurrency); with a queue the replicas already give all they
 have. Idle periods are ignored: they would teach that a replica can only carry the little it was
@@ -15,12 +15,11 @@ prior exists, stays within a factor `PRIOR_SPAN` of it.
 
 from __future__ import annotations
 
+from inferscale.scaling import signals
 from inferscale.scaling.signals import ceil_count
 from inferscale.scaling.types import Reason, Recommendation
 
 HEADROOM = 0.85
-LOADED_KV_FRACTION = 0.75
-LOADED_WAITING_PER_REPLICA = 1.0
 ALPHA = 0.1
 MAX_STEP = 0.1  # fraction of the current estimate per update
 PRIOR_SPAN = 4.0
@@ -43,14 +42,6 @@ def recommend(
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
-def queued(waiting: float | None, ready: int) -> bool:
-    return waiting is not None and waiting >= LOADED_WAITING_PER_REPLICA * ready
-
-
-def loaded(kv: float | None, waiting: float | None, target_kv: float, ready: int) -> bool:
-    return (kv is not None and kv >= LOADED_KV_FRACTION * target_kv) or queued(waiting, ready)
-
-
 def learn(
     estimate: float | None,
     prior: float | None,
@@ -65,7 +56,7 @@ def learn(
     if queued:
         pass  # a queue is forming: the replicas already give all they have, whatever their KV usage
     elif kv is not None and kv > 0:
-        sample *= min(max(target_kv / kv, 1.0), 1.0 / LOADED_KV_FRACTION)
+        sample *= min(max(target_kv / kv, 1.0), 1.0 / signals.LOADED_KV_FRACTION)
     old = estimate if estimate is not None else prior
     if old is None:
         return sample

@@ -63,9 +63,9 @@ def decide(
     )
     gate = _gate(obs, policy, now)
     if gate is None:
-        recs = _signals(obs, policy, state, fc)
+        recs, remarks = _signals(obs, policy, state, fc)
         if recs:
-            return _decide(obs, policy, state, now, fc, low, floor_rec, recs)
+            return _decide(obs, policy, state, now, fc, low, floor_rec, recs, remarks)
         gate = (Reason.METRICS_MISSING, "no usable metric")
     return _hold(obs, policy, state, now, fc, low, floor_rec, gate)
 
@@ -96,9 +96,14 @@ def _reporting(obs: Observation) -> int:
     return min(obs.pods_reporting, obs.ready_replicas)
 
 
-def _signals(obs: Observation, policy: Policy, state: ScalerState, fc: Forecast) -> list[tuple[Recommendation, int]]:
-    """Each signal's recommendation with the count it would ask for without the dead-band."""
+def _signals(
+    obs: Observation, policy: Policy, state: ScalerState, fc: Forecast
+) -> tuple[list[tuple[Recommendation, int]], list[str]]:
+    """Each signal's recommendation with the count it would ask for without the dead-band, and
+    remarks on signals that chose not to recommend."""
     recs: list[tuple[Recommendation, int]] = []
+    remarks: list[str] = []
+    is_loaded = signals.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
     k, ready, current, tol = _reporting(obs), obs.ready_replicas, obs.current_replicas, policy.tolerance
     if k >= 1:
         if obs.kv_cache_utilization is not None:
@@ -114,15 +119,17 @@ def _signals(obs: Observation, policy: Policy, state: ScalerState, fc: Forecast)
         (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean),
     ):
         if observed is not None and slo is not None:
-            latency = signals.slo(reason, observed, slo, ready, current)
-            if latency is not None:
+            latency = signals.slo(reason, observed, slo, ready, current, is_loaded)
+            if isinstance(latency, Recommendation):
                 recs.append((latency, latency.replicas))
+            elif latency is not None:
+                remarks.append(latency)
     per_replica = state.capacity_rps if state.capacity_rps is not None else policy.capacity_prior_rps
     demand = _max_known(fc.rps, obs.request_rate)
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         learned = state.capacity_rps is not None
         recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
-    return recs
+    return recs, remarks
 
 
 def _max_known(*values: float | None) -> float | None:
@@ -192,6 +199,7 @@ def _decide(
     low: int,
     floor_rec: Recommendation | None,
     signal_recs: list[tuple[Recommendation, int]],
+    remarks: list[str],
 ) -> Decision:
     current = obs.current_replicas
     recs = [rec for rec, _ in signal_recs]
@@ -247,7 +255,7 @@ def _decide(
         notes.append(f"{pending} pending {'replica already covers' if pending == 1 else 'replicas already cover'} it")
     else:
         reason = winner.signal
-    message = "; ".join([winner.message, *notes])
+    message = "; ".join([winner.message, *notes, *remarks])
 
     slo_met = _slo_met(obs, policy)
     capacity_rps = state.capacity_rps
@@ -256,7 +264,7 @@ def _decide(
         and obs.state is MetricsState.COMPLETE
         and obs.request_rate  # a queue with nothing finishing is stuck, not a capacity figure
         and obs.ready_replicas >= 1
-        and capacity.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
+        and signals.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
     ):
         capacity_rps = capacity.learn(
             capacity_rps,
@@ -265,7 +273,7 @@ def _decide(
             obs.ready_replicas,
             obs.kv_cache_utilization,
             policy.target_kv_cache,
-            capacity.queued(obs.waiting, obs.ready_replicas),
+            signals.queued(obs.waiting, obs.ready_replicas),
         )
 
     all_recs = (*recs, floor_rec) if floor_rec else tuple(recs)

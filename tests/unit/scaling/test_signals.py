@@ -110,14 +110,25 @@ def test_direction_flip_after_filling_missing_pods_holds() -> None:
 )
 def test_ttft_above_slo_asks_for_proportionally_more(ttft: float, current: int, expected: int) -> None:
     pol = policy(**{**FREE, "slo_ttft_p95": 0.5})
-    d = decide(observe(current, kv=0.1, ttft_p95=ttft), pol, ScalerState(), 0.0)
+    d = decide(observe(current, kv=0.7, ttft_p95=ttft), pol, ScalerState(), 0.0)  # loaded: KV >= 75% of target
     assert rec(d, Reason.SLO_TTFT).replicas == expected  # type: ignore[attr-defined]
     assert d.replicas == expected and d.slo_met is False
 
 
+def test_a_breach_on_replicas_that_are_not_loaded_recommends_nothing() -> None:
+    # Long prompts: TTFT is their prefill, not a queue. More replicas would not lower it.
+    pol = policy(**{**FREE, "slo_ttft_p95": 0.5})
+    d = decide(observe(14, kv=0.06, waiting=1.0, ttft_p95=1.7), pol, ScalerState(), 0.0)
+    assert not [r for r in d.recommendations if r.signal is Reason.SLO_TTFT]
+    assert d.slo_met is False and d.replicas < 14
+    assert "TTFT P95 1700ms > SLO 500ms on replicas that are not loaded" in d.message
+    queued = decide(observe(14, kv=0.06, waiting=14.0, ttft_p95=1.7), pol, ScalerState(), 0.0)
+    assert rec(queued, Reason.SLO_TTFT).replicas == 28  # type: ignore[attr-defined]
+
+
 def test_slo_breach_never_recommends_below_current_even_with_pending_replicas() -> None:
     pol = policy(**{**FREE, "slo_itl_mean": 0.05})
-    obs = observe(6, kv=0.1, ready_replicas=2, pending_replicas=4, itl_mean=0.06)
+    obs = observe(6, kv=0.1, waiting=2.0, ready_replicas=2, pending_replicas=4, itl_mean=0.06)
     d = decide(obs, pol, ScalerState(), 0.0)
     assert d.replicas == 6
 
