@@ -27,8 +27,15 @@ def _rule(window: str, limit: int | str | None, period: str) -> ScaleRule:
     return ScaleRule(parse_duration(window), percent, pods, parse_duration(period))
 
 
-def capacity_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> float | None:
-    """Requests/s one replica serves at the SLO per the perf model, for typical 1000-in/200-out requests.
+def capacity_prior(
+    model: ModelRef,
+    slo_ttft: float,
+    slo_itl: float,
+    input_tokens: float = TYPICAL_INPUT_TOKENS,
+    output_tokens: float = TYPICAL_OUTPUT_TOKENS,
+) -> float | None:
+    """Requests/s one replica serves at the SLO per the perf model, at the given mean request lengths
+    (typical 1000-in/200-out until the engines report their own token rates).
 
     None without a profile, and None when the model says no load meets the SLO: a zero would ask for
     infinite replicas, while None lets the other signals decide until a capacity is learned.
@@ -38,7 +45,7 @@ def capacity_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> float | 
         return None
     try:
         profile = replica_profile(model.profile, model.gpu, model.tensor_parallel)
-        rps = replica_capacity_rps(profile, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, slo_ttft, slo_itl)
+        rps = replica_capacity_rps(profile, input_tokens, output_tokens, slo_ttft, slo_itl)
     except PerfError as e:
         raise InvalidSpec([f"spec.model: {e}"]) from None
     return rps if rps > 0 else None

@@ -1,0 +1,105 @@
+"""The pure parts of the reconcile step: conditions, the managed Deployment, observed lengths."""
+
+from inferscale.adapters.workload import conflicting_autoscalers, selector_matches, target_state
+from inferscale.handlers.reconcile import managed_deployment, observed_lengths
+from inferscale.handlers.status import Condition, append_history, merge_conditions
+from inferscale.scaling.types import MetricsState, Observation
+
+BODY = {"metadata": {"name": "llm", "namespace": "ns", "uid": "u-1", "generation": 3}}
+
+
+def test_conditions_keep_their_transition_time_until_the_status_changes() -> None:
+    first = merge_conditions(None, [Condition("SLOMet", "True", "WithinSLO", "ok")], 100.0, 3)
+    same = merge_conditions(first, [Condition("SLOMet", "True", "WithinSLO", "still ok")], 200.0, 3)
+    flipped = merge_conditions(same, [Condition("SLOMet", "False", "SLOViolated", "TTFT")], 300.0, 3)
+    assert first[0]["lastTransitionTime"] == same[0]["lastTransitionTime"] == "1970-01-01T00:01:40Z"
+    assert same[0]["message"] == "still ok"
+    assert flipped[0]["lastTransitionTime"] == "1970-01-01T00:05:00Z" and flipped[0]["observedGeneration"] == 3
+
+
+def test_history_is_bounded() -> None:
+    h: list[dict[str, object]] = []
+    for i in range(30):
+        h = append_history(h, float(i), i, i + 1, "QueueBacklog", "m")
+    assert len(h) == 20 and h[-1]["to"] == 30 and h[0]["from"] == 10
+
+
+def test_managed_deployment_is_owned_and_selects_its_own_pods() -> None:
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}
+    dep = managed_deployment(BODY, template, 2)
+    owner = dep["metadata"]["ownerReferences"][0]
+    assert (owner["uid"], owner["controller"], owner["kind"]) == ("u-1", True, "InferenceService")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    assert labels["app"] == "x" and selector_matches(dep["spec"]["selector"], labels)
+    assert dep["spec"]["replicas"] == 2
+
+
+def test_observed_lengths_need_every_rate() -> None:
+    obs = Observation(
+        at=0,
+        current_replicas=1,
+        ready_replicas=1,
+        state=MetricsState.COMPLETE,
+        request_rate=10.0,
+        prompt_token_rate=12345.0,
+        generation_token_rate=2110.0,
+    )
+    assert observed_lengths(obs) == (1200.0, 210.0)
+    for missing in ({"request_rate": None}, {"request_rate": 0.0}, {"prompt_token_rate": None}):
+        assert observed_lengths(Observation(**{**obs.__dict__, **missing})) is None
+
+
+def pod(name: str, ready: bool, created: str, became: str | None = None, **extra: object) -> dict[str, object]:
+    conds = [{"type": "Ready", "status": "True" if ready else "False", "lastTransitionTime": became or created}]
+    return {
+        "metadata": {"name": name, "labels": {"app": "x"}, "creationTimestamp": created, **extra},
+        "status": {"phase": "Running" if ready else "Pending", "conditions": conds},
+    }
+
+
+def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
+    dep = {"metadata": {"uid": "d"}, "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "x"}}}}
+    pods = [
+        pod("a", True, "2026-01-01T00:00:00Z", "2026-01-01T00:01:30Z"),
+        pod("b", False, "2026-01-01T00:00:00Z"),
+        pod("c", True, "2026-01-01T00:00:00Z", "2026-01-01T00:00:10Z", deletionTimestamp="2026-01-01T00:02:00Z"),
+        {**pod("d", True, "2026-01-01T00:00:00Z"), "metadata": {"name": "d", "labels": {"app": "other"}}},
+    ]
+    ts = target_state(dep, pods, now=1e10)
+    assert ts.ready_pods == frozenset({"a"}) and ts.pending == 1 and ts.replicas == 3
+    assert ts.time_to_ready == (90.0,)
+
+
+def test_unschedulable_gpu_pods_become_capacity_blocked_after_the_timeout() -> None:
+    dep = {"spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}}}
+    p = pod("b", False, "2026-01-01T00:00:00Z")
+    p["status"]["conditions"].append(  # type: ignore[index]
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    )
+    start = 1767225600.0  # 2026-01-01T00:00:00Z
+    assert target_state(dep, [p], now=start + 30).capacity_blocked == 0
+    late = target_state(dep, [p], now=start + 300)
+    assert late.capacity_blocked == 1 and "Insufficient nvidia.com/gpu" in (late.capacity_message or "")
+
+
+def test_other_autoscalers_on_the_same_target_are_found() -> None:
+    hpa = {
+        "metadata": {"name": "h", "namespace": "ns"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "llm"}},
+    }
+    so = {"metadata": {"name": "k", "namespace": "ns"}, "spec": {"scaleTargetRef": {"name": "llm"}}}
+    elsewhere = {
+        "metadata": {"name": "h2", "namespace": "other"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "llm"}},
+    }
+    assert conflicting_autoscalers("ns", "Deployment", "llm", [hpa, elsewhere], [so]) == [
+        "HorizontalPodAutoscaler/h",
+        "ScaledObject/k",
+    ]
+    assert conflicting_autoscalers("ns", "Deployment", "other", [hpa], [so]) == []
