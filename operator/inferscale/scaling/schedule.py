@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from croniter import croniter
 
@@ -17,12 +18,17 @@ from inferscale.scaling.types import Schedule
 
 def validate_schedule(schedule: Schedule) -> None:
     """Raise ValueError naming what is wrong with `schedule`."""
-    if not croniter.is_valid(schedule.cron):
+    if not _valid_cron(schedule.cron):
         raise ValueError(f"invalid cron expression {schedule.cron!r}: expected five fields such as '0 9 * * 1-5'")
     if not (math.isfinite(schedule.duration) and schedule.duration > 0):
         raise ValueError(f"schedule {schedule.cron!r}: duration must be positive seconds, got {schedule.duration!r}")
     if schedule.min_replicas < 0:
         raise ValueError(f"schedule {schedule.cron!r}: minReplicas must be >= 0, got {schedule.min_replicas}")
+
+
+@lru_cache(maxsize=256)
+def _valid_cron(cron: str) -> bool:
+    return bool(croniter.is_valid(cron))
 
 
 def active_floor(schedules: Sequence[Schedule], now: float) -> tuple[int, Schedule] | None:

@@ -125,3 +125,14 @@ def test_a_queue_teaches_the_observed_rate_not_a_kv_extrapolation() -> None:
     assert no_queue.state.capacity_rps is not None and no_queue.state.capacity_rps < 3.0
     more = decide(observe(4, kv=0.7, request_rate=11.0, ttft_p95=0.3, itl_mean=0.02), pol, ScalerState(), 0.0)
     assert more.state.capacity_rps is not None and more.state.capacity_rps > 3.0  # 2.75 x 0.8/0.7 = 3.14
+
+
+def test_scale_up_window_takes_the_lowest_recommendation() -> None:
+    pol = policy(scale_up=ScaleRule(60.0, 100.0, 4, 15.0))
+    ticks = run_fleet(pol, lambda t: 1.5 if t < 100 else 3.0, start=2, until=300.0)
+    first_up = next(t for t in ticks if t.replicas > 2)
+    assert first_up.at == 90.0 + 60.0  # the last low recommendation (t=90) has left the 60 s window
+    held = next(t for t in ticks if t.at == 100.0)
+    assert held.decision.reason is Reason.UP_STABILIZING and "lowest recommendation in the last 1m" in (
+        held.decision.message
+    )
