@@ -39,8 +39,8 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 The rules the operator needs in every namespace it watches. Each rule says why; nothing touches secrets.
 */}}
 {{- define "inferscale.rules" -}}
-# Application: watch InferenceServices; patch them because kopf keeps its progress annotations and
-# finalizer on the object.
+# Application: list and watch InferenceServices; patch them because kopf keeps its handler progress and
+# last-handled spec in annotations on the object.
 - apiGroups: ["inferscale.dev"]
   resources: ["inferenceservices"]
   verbs: ["get", "list", "watch", "patch"]
