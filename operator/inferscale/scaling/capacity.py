@@ -9,7 +9,7 @@ actually loaded (`signals.loaded`: KV cache near its target, or a queue forming)
 is a lower bound on capacity. Without a queue it is scaled up to the KV target when KV is below
 it (KV grows about linearly with concurrency); with a queue the replicas already give all they
 have. Idle periods are ignored: they would teach that a replica can only carry the little it was
-given. The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_STEP` per tick) and, when a
+given. The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_CHANGE` per tick) and, when a
 prior exists, stays within a factor `PRIOR_SPAN` of it.
 """
 
@@ -21,7 +21,7 @@ from inferscale.scaling.types import Reason, Recommendation
 
 HEADROOM = 0.85
 ALPHA = 0.1
-MAX_STEP = 0.1  # fraction of the current estimate per update
+MAX_CHANGE = 0.1  # fraction of the current estimate per update
 PRIOR_SPAN = 4.0
 
 
@@ -60,7 +60,7 @@ def learn(
     old = estimate if estimate is not None else prior
     if old is None:
         return sample
-    step = min(max(ALPHA * (sample - old), -MAX_STEP * old), MAX_STEP * old)
+    step = min(max(ALPHA * (sample - old), -MAX_CHANGE * old), MAX_CHANGE * old)
     new = old + step
     if prior is not None:
         new = min(max(new, prior / PRIOR_SPAN), prior * PRIOR_SPAN)

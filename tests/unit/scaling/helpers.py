@@ -3,6 +3,7 @@ KV-cache load is a function of time (each ready replica carries load / ready, ca
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -56,17 +57,24 @@ def run_fleet(
     state: ScalerState | None = None,
     restart_at: float | None = None,
     lose_state: bool = False,
+    time_to_ready: float = 0.0,
 ) -> list[Tick]:
-    """Tick from t=0 to `until`; replicas become ready at once. At `restart_at` the state goes
-    through status (an operator restart) or, with `lose_state`, is forgotten."""
+    """Tick from t=0 to `until`; a new replica is ready `time_to_ready` after it is created and the
+    newest go first on a scale-down. At `restart_at` the state goes through status (an operator
+    restart) or, with `lose_state`, is forgotten."""
     st = state or ScalerState()
-    current, t, out = start, 0.0, []
+    created = [-math.inf] * start
+    t, out = 0.0, []
     while t <= until:
         if restart_at is not None and t == restart_at:
             st = ScalerState() if lose_state else state_from_status(state_to_status(st))
-        kv = min(1.0, load(t) / current) if current else None
-        d = decide(observe(current, kv=kv, at=t, newest_sample_at=t), pol, st, t)
-        st, current = d.state, d.replicas
-        out.append(Tick(t, current, d))
+        current = len(created)
+        ready = sum(1 for c in created if t - c >= time_to_ready)
+        kv = min(1.0, load(t) / ready) if ready else None
+        obs = observe(current, kv=kv, at=t, newest_sample_at=t, ready_replicas=ready, pending_replicas=current - ready)
+        d = decide(obs, pol, st, t)
+        st = d.state
+        created = created[: d.replicas] + [t] * max(d.replicas - current, 0)
+        out.append(Tick(t, d.replicas, d))
         t += interval
     return out

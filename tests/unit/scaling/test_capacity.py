@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferscale.scaling.capacity import ALPHA, MAX_STEP, PRIOR_SPAN, learn
+from inferscale.scaling.capacity import ALPHA, MAX_CHANGE, PRIOR_SPAN, learn
 
 
 def test_first_sample_without_prior_is_taken_as_is() -> None:
@@ -25,7 +25,7 @@ def test_ema_moves_by_alpha_but_at_most_max_step() -> None:
         2.0 + ALPHA * 0.2
     )
     assert learn(2.0, None, request_rate=80.0, ready=4, kv=0.8, target_kv=0.8, queued=False) == pytest.approx(
-        2.0 * (1 + MAX_STEP)
+        2.0 * (1 + MAX_CHANGE)
     )
     # Downward, the EMA alone is already within the bound (a sample is never negative).
     assert learn(2.0, None, request_rate=0.4, ready=4, kv=0.8, target_kv=0.8, queued=False) == pytest.approx(

@@ -118,6 +118,22 @@ def test_constant_load_moves_in_one_direction_only(load: float, start: int, pol:
     assert len(moves) <= 1, seq
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    load=st.floats(min_value=0.0, max_value=30.0),
+    start=st.integers(min_value=1, max_value=40),
+    time_to_ready=st.sampled_from([30.0, 180.0, 400.0]),
+    pol=policies(),
+)
+def test_constant_load_with_slow_starting_replicas_moves_in_one_direction_only(
+    load: float, start: int, time_to_ready: float, pol: Policy
+) -> None:
+    ticks = run_fleet(pol, lambda t: load, start=start, until=1500.0, time_to_ready=time_to_ready)
+    seq = [start, *(t.replicas for t in ticks)]
+    moves = {(b > a) - (b < a) for a, b in itertools.pairwise(seq)} - {0}
+    assert len(moves) <= 1, seq
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     high=st.floats(min_value=2.0, max_value=30.0),
