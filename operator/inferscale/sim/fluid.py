@@ -25,12 +25,12 @@ import heapq
 import math
 import random
 import time
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
-import numpy.typing as npt
 
 from inferscale.perf import ReplicaProfile, operating_point
 from inferscale.perf.capacity import _hard_limit, _Queue
@@ -40,8 +40,8 @@ from inferscale.sim.run import RunConfig, RunResult, Timeline
 from inferscale.sim.scores import Scores
 from inferscale.sim.traces import RatePoint
 
-_GRID = 1.02  # token lengths are rounded up onto a 2 % geometric grid: a few hundred tables per curve
-_POINTS = 96  # rate samples per table, denser near saturation
+_GRID = 1.05  # token lengths are rounded up onto a 5 % geometric grid (as the policies' context does)
+_POINTS = 64  # rate samples per table, denser near saturation
 
 
 def _on_grid(tokens: float) -> float:
@@ -53,26 +53,26 @@ class _Table:
     """One replica's steady state against its arrival rate, at fixed mean lengths."""
 
     mu_max: float  # requests/s at saturation
-    rates: npt.NDArray[np.float64]
-    batch: npt.NDArray[np.float64]
-    itl: npt.NDArray[np.float64]
-    ttft_p95: npt.NDArray[np.float64]
+    rates: list[float]  # plain lists: the step loop reads one point at a time
+    batch: list[float]
+    itl: list[float]
+    ttft_p95: list[float]
     tokens_per_seq: float  # mean KV tokens a running sequence holds
 
     def at(self, rate: float) -> tuple[float, float, float]:
         """(batch, itl, ttft_p95) at `rate` requests/s (clamped to just below saturation)."""
         rates = self.rates
-        if rate >= rates[-1]:
-            return float(self.batch[-1]), float(self.itl[-1]), float(self.ttft_p95[-1])
-        i = int(np.searchsorted(rates, rate))
+        i = bisect_left(rates, rate)
+        if i >= len(rates):
+            return self.batch[-1], self.itl[-1], self.ttft_p95[-1]
         if i == 0:
-            return float(self.batch[0]), float(self.itl[0]), float(self.ttft_p95[0])
-        r0, r1 = rates[i - 1], rates[i]
-        w = (rate - r0) / (r1 - r0)
+            return self.batch[0], self.itl[0], self.ttft_p95[0]
+        w = (rate - rates[i - 1]) / (rates[i] - rates[i - 1])
+        b, it, tt = self.batch, self.itl, self.ttft_p95
         return (
-            float(self.batch[i - 1] + w * (self.batch[i] - self.batch[i - 1])),
-            float(self.itl[i - 1] + w * (self.itl[i] - self.itl[i - 1])),
-            float(self.ttft_p95[i - 1] + w * (self.ttft_p95[i] - self.ttft_p95[i - 1])),
+            b[i - 1] + w * (b[i] - b[i - 1]),
+            it[i - 1] + w * (it[i] - it[i - 1]),
+            tt[i - 1] + w * (tt[i] - tt[i - 1]),
         )
 
 
@@ -87,12 +87,25 @@ def _table(profile: ReplicaProfile, input_tokens: float, output_tokens: float) -
     states = [queue.at(float(r)) for r in rates]
     return _Table(
         mu_max=peak.rate_rps,
-        rates=rates,
-        batch=np.array([s[0] for s in states]),
-        itl=np.array([s[1] for s in states]),
-        ttft_p95=np.array([s[2] for s in states]),
+        rates=rates.tolist(),
+        batch=[s[0] for s in states],
+        itl=[s[1] for s in states],
+        ttft_p95=[s[2] for s in states],
         tokens_per_seq=input_tokens + output_tokens / 2,
     )
+
+
+def curve_tables(curve: list[RatePoint], profile: ReplicaProfile) -> list[_Table]:
+    """The steady-state table of each window. Call it before forking workers: the tables are cached
+    per (profile, lengths), so every policy's process inherits them instead of solving again."""
+    known = [p for p in curve if p.mean_input is not None and p.mean_output is not None and p.rate > 0]
+    weight = sum(p.rate for p in known) or 1.0
+    default_in = sum(p.rate * (p.mean_input or 0.0) for p in known) / weight
+    default_out = sum(p.rate * (p.mean_output or 0.0) for p in known) / weight
+    return [
+        _table(profile, _on_grid(p.mean_input or default_in), _on_grid(max(1.0, p.mean_output or default_out)))
+        for p in curve
+    ]
 
 
 def run_fluid(
@@ -107,10 +120,7 @@ def run_fluid(
     weight = sum(p.rate for p in known) or 1.0
     default_in = sum(p.rate * (p.mean_input or 0.0) for p in known) / weight
     default_out = sum(p.rate * (p.mean_output or 0.0) for p in known) / weight
-    tables = [
-        _table(profile, _on_grid(p.mean_input or default_in), _on_grid(max(1.0, p.mean_output or default_out)))
-        for p in curve
-    ]
+    tables = curve_tables(curve, profile)
     dt = cfg.scrape_interval
     kv_capacity = profile.kv_capacity_tokens
     rng = random.Random(cfg.seed)
