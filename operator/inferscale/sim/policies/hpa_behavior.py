@@ -71,10 +71,16 @@ class HPABehavior:
         self.scale_down = scale_down
         self._recommendations: list[TimedReplicas] = []
         self._events: list[ScaleEvent] = []
+        self._started = False
 
     def apply(self, desired: int, current: int, now: float) -> int:
         """The replica count the HPA writes, given the calculator's `desired`; records both."""
         keep = max(self.scale_up.stabilization_window, self.scale_down.stabilization_window)
+        if not self._started:
+            # recordInitialRecommendation: a new HPA remembers the current count first, so it does not
+            # scale down before a full window of its own recommendations.
+            self._recommendations.append(TimedReplicas(now, current))
+            self._started = True
         self._recommendations = [r for r in self._recommendations if r.at > now - keep]
         result = stabilize(
             desired,

@@ -50,3 +50,10 @@ def test_empty_result_reads_as_zero_like_keda_ignore_null_values() -> None:
     keda = KedaQueue(make_ctx(min_replicas=0))
     assert keda.decide(make_obs(0, waiting=None), 0.0, []) == 0  # no data: not activated
     assert keda.decide(make_obs(0, waiting=1.0), 15.0, []) == 1
+
+
+def test_a_new_hpa_waits_a_window_before_scaling_down() -> None:
+    keda = KedaQueue(make_ctx())
+    seen = {t: keda.decide(make_obs(4, waiting=0.0), float(t), []) for t in range(0, 330, 15)}
+    assert all(n == 4 for t, n in seen.items() if t < 300)  # recordInitialRecommendation
+    assert seen[300] == 1
