@@ -8,7 +8,9 @@ Formats (auto-detected from the first line):
   mean_output_tokens,...``. Requests are generated per window by a seeded Poisson process (the count
   is Poisson(rate·window), arrivals uniform in the window) with lognormal token lengths whose mean is
   the window's mean. A window with rate 0 is a collection gap, not idle traffic: its rate and token
-  means are interpolated linearly between the nearest valid windows (carried at the ends).
+  means are interpolated linearly between the nearest valid windows (carried at the ends). The token
+  means cover only part of the traffic (`token_info_rate_fraction`); they are applied to all of it.
+  Mooncake's `hash_ids` (shared prefixes) are ignored: the simulator models no prefix cache.
 
 Scaling, applied in this order: ``time_scale`` X divides every timestamp by X (request traces get
 X times the rate; a ServeGen curve keeps its rates on X-times shorter windows); ``rate_scale`` X

@@ -1,8 +1,12 @@
 """Static provisioning for the peak: what a team without an autoscaler runs.
 
 The replica count that serves the trace's 1-minute peak request rate at the SLO (peak rate /
-`replica_capacity_rps` at the trace's mean lengths, rounded up), all the time. It looks at the trace
-by definition: the peak is what such a team sizes for from its own history. Start the fleet at
+`replica_capacity_rps` at the trace's mean lengths, rounded up), all the time, with the same 85 %
+planning headroom (`scaling.capacity.HEADROOM`) as the oracle and inferscale: capacity at the SLO is
+the edge where TTFT P95 equals the target, and a fleet sized exactly there misses the SLO at the very
+peak it was sized for (measured on ServeGen m-mid, 1 h at time-scale 24 and rate-scale 0.3: 81.7 %
+attainment at 0.92x the oracle's GPU-hours without it). It looks at the trace by definition: the peak
+is what such a team sizes for from its own history. Start the fleet at
 `replicas` (the simulator should use it as the initial count), or it ramps once at the first tick.
 """
 
@@ -10,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from inferscale.scaling.capacity import HEADROOM
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.policies.context import PolicyContext
 
@@ -19,7 +24,7 @@ INTERVAL = 60.0
 
 def peak_replicas(ctx: PolicyContext, window: float = PEAK_WINDOW) -> int:
     peak = max(p.rate for p in ctx.load_curve(window))
-    return ctx.clamp(ctx.replicas_for(peak, ctx.mean_input_tokens, ctx.mean_output_tokens))
+    return ctx.clamp(ctx.replicas_for(peak / HEADROOM, ctx.mean_input_tokens, ctx.mean_output_tokens))
 
 
 class StaticPeak:

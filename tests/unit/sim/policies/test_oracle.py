@@ -64,7 +64,8 @@ def test_oracle_runs_on_a_rate_curve_without_requests() -> None:
 def test_static_peak_serves_the_peak_minute_all_the_time() -> None:
     ctx = make_ctx(trace=STEP)
     peak = StaticPeak(ctx)
-    assert peak.replicas == math.ceil(150.0 / ctx.capacity_rps(ctx.mean_input_tokens, ctx.mean_output_tokens))
+    capacity = HEADROOM * ctx.capacity_rps(ctx.mean_input_tokens, ctx.mean_output_tokens)
+    assert peak.replicas == math.ceil(150.0 / capacity)
     assert {peak.decide(make_obs(1), float(t), []) for t in range(0, 1200, 60)} == {peak.replicas}
     capped = StaticPeak(make_ctx(trace=STEP, max_replicas=2))
     assert capped.replicas == 2
