@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from inferscale.scaling import signals
 from inferscale.scaling.signals import ceil_count
-from inferscale.scaling.types import Reason, Recommendation
+from inferscale.scaling.types import Observation, Policy, Reason, Recommendation
 
 HEADROOM = 0.85
 ALPHA = 0.1
@@ -40,6 +40,21 @@ def recommend(
         f"at {HEADROOM:.0%}{outcome}"
     )
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
+
+
+def backlogged(obs: Observation, policy: Policy) -> bool:
+    """A backlog at the policy's own queue set-point. A waiting request or two per replica is not one:
+    at hundreds of short requests per second, requests that arrive during a step wait for the next
+    one, so vLLM reports a few waiting far below capacity (a replay of short-prompt traffic learned a
+    quarter of the true capacity from those)."""
+    return obs.waiting is not None and obs.waiting >= policy.target_waiting_per_replica * obs.ready_replicas
+
+
+def saturated(obs: Observation, policy: Policy) -> bool:
+    """Replicas near what they can give: the only periods whose request rate says something about
+    capacity (KV cache near its target, or a real backlog)."""
+    kv = obs.kv_cache_utilization
+    return (kv is not None and kv >= signals.LOADED_KV_FRACTION * policy.target_kv_cache) or backlogged(obs, policy)
 
 
 def learn(

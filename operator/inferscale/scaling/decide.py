@@ -266,7 +266,7 @@ def _decide(
         and obs.state is MetricsState.COMPLETE
         and obs.request_rate  # a queue with nothing finishing is stuck, not a capacity figure
         and obs.ready_replicas >= 1
-        and signals.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
+        and capacity.saturated(obs, policy)
     ):
         capacity_rps = capacity.learn(
             capacity_rps,
@@ -275,7 +275,7 @@ def _decide(
             obs.ready_replicas,
             obs.kv_cache_utilization,
             policy.target_kv_cache,
-            signals.queued(obs.waiting, obs.ready_replicas),
+            capacity.backlogged(obs, policy),
         )
 
     all_recs = (*recs, floor_rec) if floor_rec else tuple(recs)

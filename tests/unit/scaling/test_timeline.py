@@ -115,16 +115,24 @@ def test_capacity_is_learned_only_from_loaded_slo_compliant_ticks() -> None:
 
 
 def test_a_queue_teaches_the_observed_rate_not_a_kv_extrapolation() -> None:
-    # 4 replicas finish 8 req/s with a queue forming at KV 40%: they give all they have (2 req/s each),
-    # so the estimate moves toward 2, not toward 2 x 0.8 / 0.4.
+    # 4 replicas finish 8 req/s with a backlog (4 per replica, the policy's set-point) at KV 40%: they
+    # give all they have (2 req/s each), so the estimate moves toward 2, not toward 2 x 0.8 / 0.4.
     pol = policy(capacity_prior_rps=3.0)
-    obs = observe(4, kv=0.4, waiting=8.0, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02)
+    obs = observe(4, kv=0.4, waiting=16.0, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02)
     d = decide(obs, pol, ScalerState(), 0.0)
     assert d.state.capacity_rps is not None and 2.7 <= d.state.capacity_rps < 3.0
     no_queue = decide(observe(4, kv=0.7, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02), pol, ScalerState(), 0.0)
     assert no_queue.state.capacity_rps is not None and no_queue.state.capacity_rps < 3.0
     more = decide(observe(4, kv=0.7, request_rate=11.0, ttft_p95=0.3, itl_mean=0.02), pol, ScalerState(), 0.0)
     assert more.state.capacity_rps is not None and more.state.capacity_rps > 3.0  # 2.75 x 0.8/0.7 = 3.14
+
+
+def test_a_few_waiting_at_low_kv_teach_nothing() -> None:
+    # Hundreds of short requests per second leave a request or two waiting for the next step on
+    # replicas far from full: that is not a capacity figure.
+    pol = policy(capacity_prior_rps=300.0)
+    obs = observe(4, kv=0.08, waiting=6.0, request_rate=400.0, ttft_p95=0.1, itl_mean=0.008)
+    assert decide(obs, pol, ScalerState(), 0.0).state.capacity_rps is None
 
 
 def test_scale_up_window_takes_the_lowest_recommendation() -> None:
