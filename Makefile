@@ -65,7 +65,7 @@ bench-sim: $(STAMP)
 
 ## bench-operator: operator scale benchmark on the local cluster; writes docs/operator-benchmark.md
 bench-operator: setup
-	$(PY) -m e2e.bench_operator
+	$(PY) e2e/bench_operator.py
 
 ## crds: regenerate the CRD from the pydantic models
 crds: $(STAMP)

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import os
 import pathlib
@@ -133,14 +132,25 @@ def live(env: dict[str, str], emulator: subprocess.Popen[bytes], seconds: float)
             st = (json.loads(raw) if raw else {}).get("status") or {}
             obs, dec = st.get("observed") or {}, st.get("decision") or {}
             t = time.monotonic() - start
-            history.append({"t": t, "replicas": st.get("replicas"), "desired": st.get("desiredReplicas"),
-                            "ready": st.get("readyReplicas"), "ttft_p95": obs.get("ttftP95")})
+            history.append(
+                {
+                    "t": t,
+                    "replicas": st.get("replicas"),
+                    "desired": st.get("desiredReplicas"),
+                    "ready": st.get("readyReplicas"),
+                    "ttft_p95": obs.get("ttftP95"),
+                }
+            )
             table = Table(title=f"inferscale demo  t={t:5.0f}s / ~{seconds:.0f}s   (kubectl get infsvc -n {NS})")
             for col in ("replicas", "desired", "ready", "TTFT P95", "KV %", "waiting", "req/s"):
                 table.add_column(col, justify="right")
             table.add_row(
-                str(st.get("replicas", "-")), str(st.get("desiredReplicas", "-")), str(st.get("readyReplicas", "-")),
-                str(obs.get("ttftP95") or "-"), str(obs.get("kvCachePercent", "-")), str(obs.get("waiting", "-")),
+                str(st.get("replicas", "-")),
+                str(st.get("desiredReplicas", "-")),
+                str(st.get("readyReplicas", "-")),
+                str(obs.get("ttftP95") or "-"),
+                str(obs.get("kvCachePercent", "-")),
+                str(obs.get("waiting", "-")),
                 f"{obs['requestRate']:.0f}" if obs.get("requestRate") is not None else "-",
             )
             decision = Table.grid(padding=(0, 1))
@@ -208,8 +218,20 @@ def main() -> int:
 
     print("== 2/5 helm install charts/inferscale (CRD, ServiceAccount, least-privilege RBAC)")
     sh("kubectl", "create", "namespace", NS, check=False, env=env)
-    sh("helm", "upgrade", "--install", "inferscale", str(REPO / "charts" / "inferscale"), "-n", RELEASE_NS,
-       "--create-namespace", "--set", f"watch.allNamespaces=false,watch.namespaces={{{NS}}}", "--wait=false", env=env)
+    sh(
+        "helm",
+        "upgrade",
+        "--install",
+        "inferscale",
+        str(REPO / "charts" / "inferscale"),
+        "-n",
+        RELEASE_NS,
+        "--create-namespace",
+        "--set",
+        f"watch.allNamespaces=false,watch.namespaces={{{NS}}}",
+        "--wait=false",
+        env=env,
+    )
     # Simulated nodes run no processes: the chart's operator pod would be an empty shell, so the
     # operator runs here, as the chart's ServiceAccount.
     sh("kubectl", "scale", "deployment", "inferscale", "-n", RELEASE_NS, "--replicas=0", env=env)
@@ -228,15 +250,54 @@ def main() -> int:
         time.sleep(2)
     print("== 4/5 operator (as the chart's ServiceAccount) and emulator (one simulated engine per Ready pod)")
     kc = operator_kubeconfig(env)
-    op_log, em_log = open(OUT / "operator.log", "wb"), open(OUT / "emulator.log", "wb")
+    # Both logs stay open for the lifetime of the child processes that write them.
+    op_log, em_log = open(OUT / "operator.log", "wb"), open(OUT / "emulator.log", "wb")  # noqa: SIM115
     operator = subprocess.Popen(
-        [str(VENV / "inferscale"), "run", "-n", NS, "--prometheus-url", env["PROMETHEUS_URL"], "--interval", "5s",
-         "--metrics-port", "18080", "--kubeconfig", str(kc)], stdout=op_log, stderr=subprocess.STDOUT, env=env)
+        [
+            str(VENV / "inferscale"),
+            "run",
+            "-n",
+            NS,
+            "--prometheus-url",
+            env["PROMETHEUS_URL"],
+            "--interval",
+            "5s",
+            "--metrics-port",
+            "18080",
+            "--kubeconfig",
+            str(kc),
+        ],
+        stdout=op_log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     emulator = subprocess.Popen(
-        [str(VENV / "inferscale"), "emulate", "-n", NS, "--deployment", "llama-8b", "--trace", str(TRACE),
-         "--time-scale", str(args.time_scale), "--rate-scale", str(args.rate_scale), "--duration", args.duration,
-         "--model-name", MODEL, "--results", str(OUT / "emulator.json"), "--targets-dir",
-         env["E2E_PROMETHEUS_TARGETS"]], stdout=em_log, stderr=subprocess.STDOUT, env=env)
+        [
+            str(VENV / "inferscale"),
+            "emulate",
+            "-n",
+            NS,
+            "--deployment",
+            "llama-8b",
+            "--trace",
+            str(TRACE),
+            "--time-scale",
+            str(args.time_scale),
+            "--rate-scale",
+            str(args.rate_scale),
+            "--duration",
+            args.duration,
+            "--model-name",
+            MODEL,
+            "--results",
+            str(OUT / "emulator.json"),
+            "--targets-dir",
+            env["E2E_PROMETHEUS_TARGETS"],
+        ],
+        stdout=em_log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     try:
         print("== 5/5 live view (Ctrl-C stops the demo)")
         history = live(env, emulator, float(args.duration.rstrip("s")))
@@ -261,17 +322,23 @@ def main() -> int:
 
     att, gh, sp = result["slo_attainment"], result["gpu_hours"], result["static_peak_gpu_hours"]
     print("\n== summary")
-    print(f"requests: {result['finished']}/{result['requests']} finished, "
-          f"SLO attainment {att:.1%} (TTFT <= 500ms and mean ITL <= 50ms)")
+    print(
+        f"requests: {result['finished']}/{result['requests']} finished, "
+        f"SLO attainment {att:.1%} (TTFT <= 500ms and mean ITL <= 50ms)"
+    )
     print(f"TTFT P95 {result['ttft_p95_s']:.3f}s, P99 {result['ttft_p99_s']:.3f}s")
     if sp:
-        print(f"GPU-hours {gh:.3f} vs {sp:.3f} for static peak provisioning ({result['static_peak_replicas']} "
-              f"replicas all the time): {100 * (1 - gh / sp):.0f}% fewer")
+        print(
+            f"GPU-hours {gh:.3f} vs {sp:.3f} for static peak provisioning ({result['static_peak_replicas']} "
+            f"replicas all the time): {100 * (1 - gh / sp):.0f}% fewer"
+        )
     print(f"{len(scalings)} scale actions, e.g.:")
     for line in scalings[:4]:
         print("  " + line)
-    print(f"wrote {OUT / 'summary.json'} and {OUT / 'timeline.png'}; the cluster is still up "
-          f"(source .e2e/env; kubectl get infsvc -n {NS}); stop it with: make cluster-down")
+    print(
+        f"wrote {OUT / 'summary.json'} and {OUT / 'timeline.png'}; the cluster is still up "
+        f"(source .e2e/env; kubectl get infsvc -n {NS}); stop it with: make cluster-down"
+    )
     return 0
 
 

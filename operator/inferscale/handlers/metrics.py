@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 _SERVICE = ("namespace", "name")
@@ -34,3 +38,18 @@ KUBE_ERRORS = Counter(
     "inferscale_kubernetes_errors", "Kubernetes API calls that failed.", ("operation",), registry=REGISTRY
 )
 LAST_TICK = Gauge("inferscale_last_tick_timestamp_seconds", "When the last complete tick finished.", registry=REGISTRY)
+
+
+class RequestCounts(Collector):
+    """Requests the adapters sent, read from their own counters at scrape time."""
+
+    def __init__(self, prometheus: Callable[[], int], kubernetes: Callable[[], int]) -> None:
+        self.prometheus, self.kubernetes = prometheus, kubernetes
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(
+            "inferscale_prometheus_queries", "PromQL queries sent (instant and range).", value=self.prometheus()
+        )
+        yield CounterMetricFamily(
+            "inferscale_kubernetes_requests", "Kubernetes API requests sent.", value=self.kubernetes()
+        )

@@ -46,6 +46,7 @@ class Loop:
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     tasks: list[asyncio.Task[Any]] = field(default_factory=list)
     runner: web.AppRunner | None = None
+    counts: metrics.RequestCounts | None = None
     started: float = field(default_factory=time.time)
 
     async def run(self) -> None:
@@ -130,6 +131,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     collector = Collector(kube, prom, cfg.namespaces, cfg.interval)
     loop = Loop(collector, Runtime(kube=kube, default_interval=cfg.interval, history=collector.history))
     memo.loop = loop
+    counts = metrics.RequestCounts(lambda: prom.queries_sent, lambda: kube.requests_sent)
+    metrics.REGISTRY.register(counts)
+    loop.counts = counts
     loop.runner = await _serve(loop, cfg.metrics_port)
     loop.tasks.append(asyncio.create_task(loop.run()))
     log.info(
@@ -153,6 +157,8 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await asyncio.gather(*loop.tasks, return_exceptions=True)
     if loop.runner is not None:
         await loop.runner.cleanup()
+    if loop.counts is not None:
+        metrics.REGISTRY.unregister(loop.counts)
     await loop.runtime.kube.close()
 
 
