@@ -85,8 +85,9 @@ def emulate(
             await kube.close()
         att = summary["slo_attainment"]
         typer.echo(
-            f"{summary['finished']}/{summary['requests']} requests finished, "
-            f"SLO attainment {att:.1%}" if att is not None else "no requests"
+            f"{summary['finished']}/{summary['requests']} requests finished, SLO attainment {att:.1%}"
+            if att is not None
+            else "no requests"
         )
 
     try:
