@@ -39,6 +39,9 @@ class PolicyContext:
     interval: float = 10.0  # inferscale's decision interval (and the oracle's)
     initial_replicas: int = 1
     curve: tuple[RatePoint, ...] | None = None
+    # Longest time-to-ready the fleet draws (a uniform '210s-270s' gives 270): the oracle leads by it so
+    # its replicas are Ready in time whatever the draw. None: the mean.
+    time_to_ready_max: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("slo_ttft", "slo_itl", "interval"):
@@ -47,6 +50,13 @@ class PolicyContext:
                 raise ValueError(f"PolicyContext.{name} must be a positive number of seconds, got {value!r}")
         if not (math.isfinite(self.time_to_ready) and self.time_to_ready >= 0):
             raise ValueError(f"PolicyContext.time_to_ready must be >= 0 seconds, got {self.time_to_ready!r}")
+        if self.time_to_ready_max is not None and not (
+            math.isfinite(self.time_to_ready_max) and self.time_to_ready_max >= self.time_to_ready
+        ):
+            raise ValueError(
+                f"PolicyContext.time_to_ready_max must be >= time_to_ready ({self.time_to_ready}), "
+                f"got {self.time_to_ready_max!r}"
+            )
         if self.min_replicas < 0 or self.max_replicas < max(self.min_replicas, 1):
             raise ValueError(
                 f"PolicyContext needs 0 <= min_replicas <= max_replicas and max_replicas >= 1, "

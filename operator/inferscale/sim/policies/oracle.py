@@ -10,8 +10,9 @@ equals the target: a fleet sized exactly there cannot drain the backlog a burst,
 window or the previous window leaves (measured on Azure conv x40, `inferscale simulate` defaults:
 94.6 % attainment at 8.7 GPU-h without (2), 99.6 % at 10.1 GPU-h with it). Sharing inferscale's
 headroom makes the comparison about timing and foresight, not about a different utilisation target.
-At time t it returns the largest need over [t, t + time_to_ready + interval]: a replica asked for at t
-is Ready exactly when the window at t + time_to_ready starts, and a replica is released as soon as no
+At time t it returns the largest need over [t, t + lead + interval], the lead being the context's
+`time_to_ready_max` (else its mean time-to-ready): a replica asked for at t is Ready by the time the
+window at t + lead starts, and a replica is released as soon as no
 window from now to then needs it. (Taking only [t + ttr, t + ttr + interval] would delete, at t, replicas
 still needed before t + ttr, and cancel pending ones created for a peak inside the lead time.) Beyond
 the end of the trace the need is min_replicas.
@@ -34,7 +35,7 @@ class Oracle:
 
     def __init__(self, ctx: PolicyContext, window: float = WINDOW) -> None:
         self.interval = ctx.interval
-        self.lead = ctx.time_to_ready
+        self.lead = ctx.time_to_ready if ctx.time_to_ready_max is None else ctx.time_to_ready_max
         curve = ctx.load_curve(window)
         self.window = curve[1].t - curve[0].t if len(curve) > 1 else window
         self.start = curve[0].t

@@ -41,6 +41,12 @@ def test_the_oracle_lead_is_the_context_time_to_ready() -> None:
     assert early.decide(make_obs(1), 290.0, []) == early.replicas_at(0.0)
 
 
+def test_the_lead_is_the_longest_time_to_ready_when_given() -> None:
+    oracle = Oracle(make_ctx(trace=STEP, time_to_ready=240.0, time_to_ready_max=270.0))
+    assert oracle.decide(make_obs(1), 320.0, []) == oracle.replicas_at(0.0)
+    assert oracle.decide(make_obs(1), 330.0, []) == oracle.replicas_at(600.0)  # 330 + 270 = 600
+
+
 def test_a_drop_releases_replicas_only_when_no_window_until_ttr_needs_them() -> None:
     drop = steady_trace([(0.0, 600.0, 150.0), (600.0, 1200.0, 5.0)])
     oracle = Oracle(make_ctx(trace=drop, time_to_ready=180.0, interval=10.0))

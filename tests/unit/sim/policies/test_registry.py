@@ -66,6 +66,7 @@ def test_policies_do_not_share_state() -> None:
         ({"min_replicas": 5, "max_replicas": 2}, "min_replicas <= max_replicas"),
         ({"initial_replicas": 0}, "initial_replicas 0 is outside [1, 100]"),
         ({"curve": ()}, "curve is empty"),
+        ({"time_to_ready_max": 100.0}, "time_to_ready_max must be >= time_to_ready"),
     ],
 )
 def test_context_rejects_bad_values(overrides: dict[str, object], fragment: str) -> None:
