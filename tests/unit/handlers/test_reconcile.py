@@ -1,0 +1,161 @@
+"""The reconcile step against a recording fake of the Kubernetes client: what it writes, and that a
+bad object or a failing API never raises out of it (a crash loop would stop every other service)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from inferscale.adapters.kube import KubeError
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot
+from inferscale.handlers.collector import Tick
+from inferscale.handlers.reconcile import Runtime, reconcile
+
+NOW = 1_800_000_000.0
+
+
+class FakeKube:
+    """Records writes; `fail` maps a path fragment to the HTTP status it answers with."""
+
+    def __init__(self, fail: dict[str, int] | None = None) -> None:
+        self.calls: list[tuple[str, str, Any]] = []
+        self.fail = fail or {}
+
+    def _check(self, path: str) -> None:
+        for frag, status in self.fail.items():
+            if frag in path:
+                raise KubeError(status, f"injected {status}")
+
+    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
+        self.calls.append(("PATCH", path, body))
+        self._check(path)
+        return {}
+
+    async def create(self, path: str, body: Any) -> dict[str, Any]:
+        self.calls.append(("POST", path, body))
+        self._check(path)
+        return dict(body)
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return [b["status"] for m, p, b in self.calls if m == "PATCH" and p.endswith("/status")]
+
+    def events(self) -> list[dict[str, Any]]:
+        return [b for m, p, b in self.calls if m == "POST" and p.endswith("/events")]
+
+    def scales(self) -> list[int]:
+        return [b["spec"]["replicas"] for m, p, b in self.calls if m == "PATCH" and p.endswith("/scale")]
+
+
+def svc(spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "inferscale.dev/v1alpha1",
+        "kind": "InferenceService",
+        "metadata": {
+            "name": "llm",
+            "namespace": "ns",
+            "uid": "u1",
+            "generation": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z",
+        },
+        "spec": spec,
+        "status": status or {},
+    }
+
+
+GOOD = {"model": {"name": "m"}, "scaleTargetRef": {"name": "llm"}, "replicas": {"min": 1, "max": 4}}
+DEPLOYMENT = {
+    "metadata": {"name": "llm", "namespace": "ns", "uid": "d1"},
+    "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "llm"}}},
+}
+
+
+def tick(**kw: Any) -> Tick:
+    t = Tick(at=NOW, seq=1, deployments={("ns", "llm"): DEPLOYMENT})
+    t.fleet[()] = FleetSnapshot(NOW, {}, frozenset(QUERIES), ("down",))  # Prometheus unreachable
+    for k, v in kw.items():
+        setattr(t, k, v)
+    return t
+
+
+def runtime(kube: FakeKube) -> Runtime:
+    return Runtime(kube=kube, default_interval=10.0, history={})  # type: ignore[arg-type]
+
+
+async def test_a_spec_that_slipped_past_the_schema_becomes_a_condition_and_an_event() -> None:
+    kube = FakeKube()
+    bad = svc({**GOOD, "replicas": {"min": 5, "max": 2}, "engine": "tgi"})
+    assert await reconcile(runtime(kube), tick(), bad) is None
+    (status,) = kube.statuses()
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "InvalidSpec"
+    assert "replicas.min must be less than or equal to replicas.max" in ready["message"]
+    assert "engine" in ready["message"]
+    (event,) = kube.events()
+    assert event["type"] == "Warning" and event["reason"] == "InvalidSpec"
+    assert kube.scales() == []
+
+
+async def test_the_same_problem_is_not_announced_twice() -> None:
+    kube = FakeKube()
+    bad = svc({**GOOD, "replicas": {"min": 5, "max": 2}})
+    await reconcile(runtime(kube), tick(), bad)
+    again = svc(bad["spec"], {"conditions": kube.statuses()[0]["conditions"]})
+    await reconcile(runtime(kube), tick(), again)
+    assert len(kube.events()) == 1 and len(kube.statuses()) == 2
+
+
+async def test_prometheus_down_holds_and_says_so() -> None:
+    kube = FakeKube()
+    decision = await reconcile(runtime(kube), tick(), svc(GOOD))
+    assert decision is not None and decision.replicas == 2 and not decision.changed
+    status = kube.statuses()[-1]
+    metrics = next(c for c in status["conditions"] if c["type"] == "MetricsAvailable")
+    assert metrics["status"] == "False" and "Prometheus did not answer" in metrics["message"]
+    assert kube.scales() == []
+    assert any(e["reason"] == "MetricsMissing" for e in kube.events())
+
+
+async def test_a_missing_target_is_reported_not_raised() -> None:
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(deployments={}), svc(GOOD))
+    ready = next(c for c in kube.statuses()[0]["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "TargetNotFound"
+
+
+async def test_a_failing_api_never_raises_out_of_reconcile() -> None:
+    kube = FakeKube(fail={"/status": 500, "/events": 503})
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}  # below min: it must scale to 3
+    decision = await reconcile(runtime(kube), tick(), svc(spec))
+    assert decision is not None and kube.scales() == [3]
+
+
+async def test_a_refused_scale_write_is_not_recorded_as_a_scale_event() -> None:
+    kube = FakeKube(fail={"/scale": 409})
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), svc(spec))
+    status = kube.statuses()[-1]
+    assert status["scaler"]["scaleEvents"] == [] and "lastScaleTime" not in status
+    assert any(e["reason"] == "ScaleFailed" for e in kube.events())
+
+
+async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
+    kube = FakeKube()
+    hpa = {
+        "metadata": {"name": "cpu", "namespace": "ns"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "llm"}},
+    }
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(hpas=[hpa]), svc(spec))
+    assert kube.scales() == []
+    conflict = next(c for c in kube.statuses()[0]["conditions"] if c["type"] == "Conflict")
+    assert conflict["status"] == "True" and "HorizontalPodAutoscaler/cpu" in conflict["message"]
+
+
+@pytest.mark.parametrize(
+    "status",
+    [{"scaler": "garbage"}, {"scaler": {"recommendations": [{"at": "x"}]}}, {"conditions": "nope", "history": 7}],
+)
+async def test_garbage_in_status_does_not_crash(status: dict[str, Any]) -> None:
+    kube = FakeKube()
+    assert await reconcile(runtime(kube), tick(), svc(GOOD, status)) is not None
