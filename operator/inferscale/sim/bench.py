@@ -428,7 +428,13 @@ def measure_speed(runs: list[TraceRun]) -> tuple[float, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m inferscale.sim.bench", description=__doc__.split("\n")[0])
-    parser.add_argument("--traces", type=Path, default=Path(os.environ.get("INFERSCALE_TRACES", "/work/shared/traces")))
+    parser.add_argument(
+        "--traces",
+        type=Path,
+        default=Path(
+            os.environ.get("INFERSCALE_TRACES", str(Path(__file__).resolve().parents[3].parent / "shared" / "traces"))
+        ),
+    )
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks.md"))
     parser.add_argument("--img", type=Path, default=Path("docs/img"))
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))

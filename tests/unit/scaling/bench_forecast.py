@@ -6,7 +6,7 @@ left out of the history and not scored. Prints, per method actually used: how of
 was below the actual rate, the shortfall (sum of actual - forecast where below, over the sum of
 actual rates: costs SLO) and the excess (the same for forecast - actual: costs GPU).
 
-Run: .venv/bin/python -m tests.unit.scaling.bench_forecast [/work/shared/traces]
+Run: .venv/bin/python -m tests.unit.scaling.bench_forecast [traces-folder]
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import csv
 import sys
 from collections import defaultdict
 from pathlib import Path
+
+from tests.paths import TRACES
 
 from inferscale.scaling import RateSample, forecast
 
@@ -29,7 +31,7 @@ def load(path: Path) -> list[RateSample]:
 
 
 def main() -> None:
-    folder = Path(sys.argv[1] if len(sys.argv) > 1 else "/work/shared/traces")
+    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else TRACES
     for name in ("m-mid_aggregate_10min.csv", "m-small_aggregate_10min.csv"):
         samples = load(folder / name)
         for horizon in (600.0, 1800.0):

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.paths import TRACES
 
 from inferscale.sim.traces import (
     TraceError,
@@ -15,7 +16,6 @@ from inferscale.sim.traces import (
     rate_curve,
 )
 
-TRACES = Path("/work/shared/traces")
 AZURE = TRACES / "AzureLLMInferenceTrace_conv.csv"
 MOONCAKE = TRACES / "synthetic_trace.jsonl"
 SERVEGEN = TRACES / "m-mid_aggregate_10min.csv"
