@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from inferscale.api.models import InvalidSpec
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec, ModelRef
 from inferscale.perf import PerfError, replica_capacity_rps, replica_profile
 from inferscale.scaling.durations import parse_duration
-from inferscale.scaling.types import Policy, ScaleRule, Schedule
+from inferscale.scaling.types import Observation, Policy, ScaleRule, Schedule
 
 # Unset maxIncrease: HPA's default scale-up policy, double or add 4 pods, whichever is more.
 DEFAULT_UP_PERCENT = 100.0
@@ -78,3 +80,23 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
         ),
         capacity_prior_rps=capacity_prior(spec.model, slo_ttft, slo_itl),
     )
+
+
+def observed_lengths(obs: Observation) -> tuple[float, float] | None:
+    """Mean prompt and output tokens per request, from the engines' token and request rates; rounded
+    to two significant digits so the perf model's cache serves a steady workload."""
+    rate, prompt, gen = obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate
+    if not rate or rate <= 0 or prompt is None or gen is None or prompt <= 0 or gen <= 0:
+        return None
+    return float(f"{prompt / rate:.2g}"), float(f"{gen / rate:.2g}")
+
+
+def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Policy:
+    """The policy with the profile's capacity at the request lengths this service actually sees
+    (not the typical ones) when the engines report them; unchanged otherwise. The operator and the
+    simulator both call this, so they size replicas alike."""
+    lengths = observed_lengths(obs)
+    if lengths is None or model.profile is None:
+        return policy
+    fitted = capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05, *lengths)
+    return replace(policy, capacity_prior_rps=fitted or policy.capacity_prior_rps)

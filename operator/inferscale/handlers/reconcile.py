@@ -23,7 +23,7 @@ from inferscale.adapters.workload import (
     rfc3339,
     target_state,
 )
-from inferscale.api.convert import capacity_prior, policy_from_spec
+from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Tick
@@ -182,15 +182,6 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
     return found
 
 
-def observed_lengths(obs: Observation) -> tuple[float, float] | None:
-    """Mean prompt and output tokens per request, from the engines' token and request rates; rounded
-    to two significant digits so the perf model's cache serves a steady workload."""
-    rate, prompt, gen = obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate
-    if not rate or rate <= 0 or prompt is None or gen is None or prompt <= 0 or gen <= 0:
-        return None
-    return float(f"{prompt / rate:.2g}"), float(f"{gen / rate:.2g}")
-
-
 def _history(rt: Runtime, ns: str, model: str) -> list[RateSample]:
     return [RateSample(t, v) for t, v in rt.history.get((ns, model), ())]
 
@@ -297,11 +288,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     state = replace(prior, time_to_ready=ttr)
     workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
     obs, why = observe(tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after)
-    lengths = observed_lengths(obs)
-    if lengths is not None and spec.model.profile is not None:
-        # The profile's capacity at the lengths this service actually sees, not at typical ones.
-        fitted = capacity_prior(spec.model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05, *lengths)
-        policy = replace(policy, capacity_prior_rps=fitted or policy.capacity_prior_rps)
+    policy = with_observed_prior(policy, spec.model, obs)
     decision = decide(obs, policy, state, now, _history(rt, ns, spec.model.name))
 
     advisory = spec.mode == "Advisory"

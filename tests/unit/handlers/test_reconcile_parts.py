@@ -1,7 +1,8 @@
 """The pure parts of the reconcile step: conditions, the managed Deployment, observed lengths."""
 
 from inferscale.adapters.workload import conflicting_autoscalers, selector_matches, target_state
-from inferscale.handlers.reconcile import managed_deployment, observed_lengths
+from inferscale.api.convert import observed_lengths
+from inferscale.handlers.reconcile import managed_deployment
 from inferscale.handlers.status import Condition, append_history, merge_conditions
 from inferscale.scaling.types import MetricsState, Observation
 
