@@ -31,7 +31,7 @@ def recommend(
     """The recommendation, and the count it would ask for without the dead-band."""
     needed = demand_rps / (capacity_rps * HEADROOM)
     replicas = ceil_count(needed)
-    held = current > 0 and abs(needed / current - 1.0) <= tolerance
+    held = current > 0 and replicas < current and needed / current >= 1.0 - tolerance
     source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
     outcome = f", within {tolerance:.0%} tolerance → hold {current}" if held else f" → {replicas}"
@@ -47,14 +47,13 @@ def backlogged(obs: Observation, policy: Policy) -> bool:
     at hundreds of short requests per second, requests that arrive during a step wait for the next
     one, so vLLM reports a few waiting far below capacity (a replay of short-prompt traffic learned a
     quarter of the true capacity from those)."""
-    return obs.waiting is not None and obs.waiting >= policy.target_waiting_per_replica * obs.ready_replicas
+    return signals.queued(obs.waiting, policy.target_waiting_per_replica, obs.ready_replicas)
 
 
 def saturated(obs: Observation, policy: Policy) -> bool:
     """Replicas near what they can give: the only periods whose request rate says something about
     capacity (KV cache near its target, or a real backlog)."""
-    kv = obs.kv_cache_utilization
-    return (kv is not None and kv >= signals.LOADED_KV_FRACTION * policy.target_kv_cache) or backlogged(obs, policy)
+    return signals.loaded(obs.kv_cache_utilization, policy.target_kv_cache, backlogged(obs, policy))
 
 
 def learn(

@@ -105,8 +105,11 @@ def _signals(
     remarks on signals that chose not to recommend."""
     recs: list[tuple[Recommendation, int]] = []
     remarks: list[str] = []
-    is_loaded = signals.loaded(obs.kv_cache_utilization, obs.waiting, policy.target_kv_cache, obs.ready_replicas)
     k, ready, current, tol = _reporting(obs), obs.ready_replicas, obs.current_replicas, policy.tolerance
+    backlog = signals.delaying(
+        obs.waiting, obs.request_rate, policy.slo_ttft_p95, policy.target_waiting_per_replica, ready
+    )
+    is_loaded = signals.loaded(obs.kv_cache_utilization, policy.target_kv_cache, backlog)
     if k >= 1:
         if obs.kv_cache_utilization is not None:
             usage = signals.Usage(obs.kv_cache_utilization * k, k, ready)
@@ -114,7 +117,10 @@ def _signals(
             recs.append((rec, ratio.raw))
         if obs.waiting is not None:
             usage = signals.Usage(obs.waiting, k, ready)
-            rec, ratio = signals.queue(obs.waiting, usage, policy.target_waiting_per_replica, tol, current)
+            drain = signals.queue_delay(obs.waiting, obs.request_rate)
+            rec, ratio = signals.queue(
+                obs.waiting, usage, policy.target_waiting_per_replica, tol, current, drain, policy.slo_ttft_p95
+            )
             recs.append((rec, ratio.raw))
     for reason, observed, slo in (
         (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95),

@@ -26,7 +26,7 @@ from typing import Literal
 
 from inferscale.scaling.types import RateSample
 
-PEAK_WINDOW = 300.0  # seconds of recent history whose peak is a floor on the forecast
+PEAK_WINDOW = 120.0  # seconds of recent history whose peak is a floor on the forecast
 MIN_TREND_SAMPLES = 5
 MIN_TREND_SPAN = 600.0  # seconds: a shorter history is noise, not a trend
 TREND_SAMPLES = 30  # Holt runs on the newest samples only: old trends are not today's trend

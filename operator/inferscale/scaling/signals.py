@@ -22,13 +22,23 @@ from inferscale.scaling.types import Reason, Recommendation
 # more being added on top (in a bursty Azure replay, an unbounded queue signal went 5 -> 12 -> 18
 # while 7 replicas were still starting).
 MAX_STEP = 2.0
-# "Loaded": a queue forming (waiting at least this many per ready replica at the scrape) or the
-# mean KV cache at least this fraction of its target. Only a loaded fleet teaches capacity, and
-# only on a loaded fleet does a latency breach ask for replicas: on an idle one it is the prefill
-# of long prompts or the network, which more replicas would not lower (in a long-prompt replay,
-# an ungated TTFT signal took 14 replicas at 6% KV to the max of 48, TTFT unchanged at 880 ms).
+# "Loaded": the mean KV cache at least this fraction of its target, or a backlog. Only a loaded
+# fleet teaches capacity, and only on a loaded fleet does a latency breach ask for replicas: on an
+# idle one it is the prefill of long prompts or the network, which more replicas would not lower
+# (in a long-prompt replay, an ungated TTFT signal took 14 replicas at 6% KV to the max of 48, TTFT
+# unchanged at 880 ms).
 LOADED_KV_FRACTION = 0.75
-LOADED_WAITING_PER_REPLICA = 1.0
+# For a latency breach, a backlog is a queue that adds at least this fraction of the TTFT SLO to
+# every arrival (Little's law: waiting / completion rate), whatever the request size: 16 waiting
+# is 0.02 s of work at 800 short requests/s (with a one-per-replica gate, the 2-minute TTFT P95 of a
+# burst already drained took a short-request replay from 6 to 15 replicas) but 0.5 s at 30
+# long-prompt requests/s.
+LOADED_DELAY_SLO_FRACTION = 0.25
+# A backlog that the fleet clears within this fraction of the TTFT SLO is a burst, not a shortage:
+# replicas ordered now arrive minutes after it drained. On request-level ServeGen replays, single
+# scrapes of 50-130 waiting at 330-600 req/s (0.15-0.26 s of work) each doubled the fleet for the
+# time-to-ready plus the scale-down window.
+BURST_DRAIN_SLO_FRACTION = 1.0
 EPSILON = 1e-9  # float noise must not add a replica: 2 x 0.4 / 0.8 is 1.0000000000000002
 
 
@@ -102,22 +112,63 @@ def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current
     return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message), r
 
 
-def queue(waiting: float, usage: Usage, target: float, tolerance: float, current: int) -> tuple[Recommendation, Ratio]:
+def queue(
+    waiting: float,
+    usage: Usage,
+    target: float,
+    tolerance: float,
+    current: int,
+    drain: float | None = None,
+    slo_ttft: float | None = None,
+) -> tuple[Recommendation, Ratio]:
+    """The HPA ratio on waiting per replica, capped at `MAX_STEP`; a backlog over target that drains
+    (`drain` seconds at the completion rate) within `BURST_DRAIN_SLO_FRACTION` of the TTFT SLO
+    holds the current count instead (see the constant)."""
     r = hpa_ratio(usage, target, tolerance, current, MAX_STEP)
     per = waiting / max(usage.reporting, 1)
-    message = (
-        f"{waiting:g} waiting ({per:.1f} per replica vs target {target:g}) on {usage.ready} ready replicas"
-        f"{_coverage(usage)}{_outcome(r, tolerance, current)}"
-    )
-    return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
+    head = f"{waiting:g} waiting ({per:.1f} per replica vs target {target:g}) on {usage.ready} ready replicas"
+    burst = drain is not None and slo_ttft is not None and drain <= BURST_DRAIN_SLO_FRACTION * slo_ttft
+    if burst and r.replicas > current:
+        r = Ratio(current, current, r.ratio, True)
+        message = (
+            f"{head}{_coverage(usage)}: a burst that drains in {drain:.2f}s (within the TTFT SLO) → hold {current}"
+        )
+        return Recommendation(Reason.QUEUE, current, waiting, target, message), r
+    return Recommendation(
+        Reason.QUEUE, r.replicas, waiting, target, f"{head}{_coverage(usage)}{_outcome(r, tolerance, current)}"
+    ), r
 
 
-def queued(waiting: float | None, ready: int) -> bool:
-    return waiting is not None and waiting >= LOADED_WAITING_PER_REPLICA * ready
+def queued(waiting: float | None, target_waiting: float, ready: int) -> bool:
+    """A backlog at the policy's queue set-point (waiting per ready replica)."""
+    return waiting is not None and waiting >= target_waiting * ready
 
 
-def loaded(kv: float | None, waiting: float | None, target_kv: float, ready: int) -> bool:
-    return (kv is not None and kv >= LOADED_KV_FRACTION * target_kv) or queued(waiting, ready)
+def queue_delay(waiting: float | None, request_rate: float | None) -> float | None:
+    """The wait a backlog adds at the rate the fleet completes requests (Little's law); None when
+    either is unknown or nothing completes (a stuck queue has no drain time)."""
+    if waiting is None or request_rate is None or request_rate <= 0:
+        return None
+    return waiting / request_rate
+
+
+def delaying(
+    waiting: float | None,
+    request_rate: float | None,
+    slo_ttft: float | None,
+    target_waiting: float,
+    ready: int,
+) -> bool:
+    """A queue that costs TTFT (`LOADED_DELAY_SLO_FRACTION`); the set-point decides when the delay
+    or the SLO is unknown."""
+    delay = queue_delay(waiting, request_rate)
+    if delay is None or slo_ttft is None:
+        return queued(waiting, target_waiting, ready)
+    return delay >= LOADED_DELAY_SLO_FRACTION * slo_ttft
+
+
+def loaded(kv: float | None, target_kv: float, backlog: bool) -> bool:
+    return backlog or (kv is not None and kv >= LOADED_KV_FRACTION * target_kv)
 
 
 def slo(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.unit.scaling.helpers import observe, policy
 
-from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, decide
+from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, decide, signals
 from inferscale.scaling.signals import Usage, hpa_ratio
 
 # No stabilization, no rate limits: these tables test the signals alone.
@@ -122,13 +122,45 @@ def test_a_breach_on_replicas_that_are_not_loaded_recommends_nothing() -> None:
     assert not [r for r in d.recommendations if r.signal is Reason.SLO_TTFT]
     assert d.slo_met is False and d.replicas < 14
     assert "TTFT P95 1700ms > SLO 500ms on replicas that are not loaded" in d.message
-    queued = decide(observe(14, kv=0.06, waiting=14.0, ttft_p95=1.7), pol, ScalerState(), 0.0)
+    # 14 long prompts waiting at 30 req/s: 0.47 s of queue in every TTFT, more replicas lower it.
+    queued = decide(observe(14, kv=0.06, waiting=14.0, ttft_p95=1.7, request_rate=30.0), pol, ScalerState(), 0.0)
     assert rec(queued, Reason.SLO_TTFT).replicas == 28  # type: ignore[attr-defined]
+
+
+def test_a_breach_behind_a_queue_that_drains_in_milliseconds_recommends_nothing() -> None:
+    # 14 short requests waiting at 800 req/s: 18 ms of queue. The 2-minute TTFT P95 still shows
+    # a burst that has drained; more replicas would not lower today's TTFT.
+    pol = policy(**{**FREE, "slo_ttft_p95": 0.5})
+    d = decide(observe(4, kv=0.02, waiting=14.0, ttft_p95=4.0, request_rate=800.0), pol, ScalerState(), 0.0)
+    assert not [r for r in d.recommendations if r.signal is Reason.SLO_TTFT]
+    assert "not loaded" in d.message
+
+
+@pytest.mark.parametrize(
+    ("waiting", "rate", "slo", "expected"),
+    [
+        (14.0, 800.0, 0.5, False),  # 18 ms of queue
+        (14.0, 30.0, 0.5, True),  # 470 ms
+        (62.0, 500.0, 0.5, False),  # 124 ms: just under a quarter of the SLO
+        (63.0, 500.0, 0.5, True),  # 126 ms
+        (14.0, None, 0.5, False),  # no rate: the set-point (4 per replica on 4) decides
+        (16.0, None, 0.5, True),
+        (16.0, 0.0, 0.5, True),  # nothing completes: a stuck queue, the set-point decides
+        (14.0, 30.0, None, False),  # no TTFT SLO: the set-point decides
+        (None, 30.0, 0.5, False),
+    ],
+)
+def test_a_queue_delays_when_it_adds_a_quarter_of_the_ttft_slo(
+    waiting: float | None, rate: float | None, slo: float | None, expected: bool
+) -> None:
+    assert signals.delaying(waiting, rate, slo, 4.0, 4) is expected
 
 
 def test_slo_breach_never_recommends_below_current_even_with_pending_replicas() -> None:
     pol = policy(**{**FREE, "slo_itl_mean": 0.05})
-    obs = observe(6, kv=0.1, waiting=2.0, ready_replicas=2, pending_replicas=4, itl_mean=0.06)
+    obs = observe(
+        6, kv=0.1, waiting=8.0, ready_replicas=2, pending_replicas=4, itl_mean=0.06
+    )  # a backlog at the set-point
     d = decide(obs, pol, ScalerState(), 0.0)
     assert d.replicas == 6
 
@@ -183,3 +215,18 @@ def test_learned_capacity_replaces_the_prior() -> None:
 def test_no_capacity_signal_without_a_capacity_figure() -> None:
     d = decide(observe(1, kv=0.1, request_rate=8.5), policy(**FREE), ScalerState(), 0.0)
     assert not [r for r in d.recommendations if r.signal is Reason.CAPACITY]
+
+
+def test_a_queue_over_target_that_drains_within_the_ttft_slo_is_a_burst_and_holds() -> None:
+    pol = policy(**{**FREE, "slo_ttft_p95": 0.5})
+    # 121 waiting on 8 replicas (15 each vs 4) at 457 req/s: 0.26 s of work, gone long before a
+    # replica ordered now is Ready.
+    burst = decide(observe(8, kv=0.1, waiting=121.0, request_rate=457.0), pol, ScalerState(), 0.0)
+    assert rec(burst, Reason.QUEUE).replicas == 8  # type: ignore[attr-defined]
+    assert "a burst that drains in 0.26s" in burst.message and burst.replicas == 8
+    # The same queue at 100 req/s is 1.2 s of work: a shortage, the queue signal doubles.
+    short = decide(observe(8, kv=0.1, waiting=121.0, request_rate=100.0), pol, ScalerState(), 0.0)
+    assert rec(short, Reason.QUEUE).replicas == 16  # type: ignore[attr-defined]
+    # Without a completion rate the drain time is unknown: the set-point rules.
+    unknown = decide(observe(8, kv=0.1, waiting=121.0), pol, ScalerState(), 0.0)
+    assert rec(unknown, Reason.QUEUE).replicas == 16  # type: ignore[attr-defined]
