@@ -5,11 +5,9 @@
   `warmup.timeToReady`), every other field at the CRD's defaults (targets KV 0.8 and 4 waiting per
   replica, tolerance 0.1, scale-down window 300 s ...), and the context's interval as the
   operator's --interval.
-- Capacity prior: the spec's prior is the perf model at typical lengths (1000 in / 200 out). Here it
-  is replaced, each tick, by the perf model at the mean lengths observed so far (prompt and
-  generation token rates over the request rate, accumulated over the ticks seen), never from the
-  trace's future; before any completion it stays at the typical-length prior. NOTE: the operator
-  itself keeps the typical-length prior (a difference to close there, not here).
+- Capacity prior: the perf model at the request lengths the engines report this tick (token rates over
+  the request rate), through `api.convert.with_observed_prior`, the function the operator calls; before
+  any completion it is the spec's prior at typical lengths (1000 in / 200 out). Never the trace's future.
 - The ScalerState is written to and read back from its status form (`state_to_status` /
   `state_from_status`) between ticks, as the operator keeps it in the CR status, so every tick
   proves the state survives a restart.
@@ -18,10 +16,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
-from inferscale.api.convert import policy_from_spec
+from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.scaling import Decision, Observation, Policy, RateSample, decide, state_from_status, state_to_status
 from inferscale.sim.policies.context import PolicyContext
@@ -49,30 +46,14 @@ class Inferscale:
 
     def __init__(self, ctx: PolicyContext) -> None:
         self.ctx = ctx
-        self.policy: Policy = policy_from_spec(spec_for(ctx), ctx.interval)
+        self.spec = spec_for(ctx)
+        self.policy: Policy = policy_from_spec(self.spec, ctx.interval)
         self.interval = self.policy.interval
         self.status: dict[str, Any] = state_to_status(state_from_status(None))
         self.last_decision: Decision | None = None
-        self._requests = 0.0
-        self._prompt_tokens = 0.0
-        self._generation_tokens = 0.0
-
-    def observed_lengths(self) -> tuple[float, float] | None:
-        """Mean input and output tokens of the requests completed so far, or None before any."""
-        if self._requests <= 0:
-            return None
-        return self._prompt_tokens / self._requests, max(self._generation_tokens / self._requests, 1.0)
 
     def _policy_now(self, obs: Observation) -> Policy:
-        if obs.request_rate and obs.prompt_token_rate is not None and obs.generation_token_rate is not None:
-            self._requests += obs.request_rate
-            self._prompt_tokens += obs.prompt_token_rate
-            self._generation_tokens += obs.generation_token_rate
-        lengths = self.observed_lengths()
-        if lengths is None:
-            return self.policy
-        capacity = self.ctx.capacity_rps(*lengths)
-        return replace(self.policy, capacity_prior_rps=capacity if capacity > 0 else None)
+        return with_observed_prior(self.policy, self.spec.model, obs)
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         policy = self._policy_now(obs)

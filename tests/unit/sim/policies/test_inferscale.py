@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, make_obs
 
+from inferscale.api.convert import with_observed_prior
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS
 from inferscale.perf import replica_capacity_rps
 from inferscale.scaling import Observation, RateSample, ScalerState, decide
@@ -62,15 +63,15 @@ def test_returns_what_scaling_decide_returns() -> None:
 def test_capacity_prior_follows_observed_lengths_not_the_trace() -> None:
     ctx = make_ctx()  # the trace's requests are 1000 in / 200 out
     policy = Inferscale(ctx)
-    assert policy.observed_lengths() is None
-    policy.decide(make_obs(2, kv_cache_utilization=0.5, waiting=0.0, request_rate=None), 0.0, [])
-    assert policy.observed_lengths() is None  # nothing completed yet: the typical-length prior
-    policy.decide(loaded(2, kv=0.5, rate=10.0, isl=4000.0, osl=500.0), 10.0, [])
-    policy.decide(loaded(2, kv=0.5, rate=30.0, isl=2000.0, osl=100.0), 20.0, [])
-    isl, osl = policy.observed_lengths() or (0.0, 0.0)
-    assert isl == pytest.approx((10 * 4000 + 30 * 2000) / 40)
-    assert osl == pytest.approx((10 * 500 + 30 * 100) / 40)
-    assert policy.last_decision is not None
+    idle = make_obs(2, kv_cache_utilization=0.5, waiting=0.0, request_rate=None)
+    assert policy._policy_now(idle).capacity_prior_rps == policy.policy.capacity_prior_rps  # typical prior
+    long = loaded(2, kv=0.5, rate=10.0, isl=4000.0, osl=500.0)
+    prior = policy._policy_now(long).capacity_prior_rps
+    # The operator's own function, at the lengths the engines report (not the trace's 1000/200).
+    assert prior == with_observed_prior(policy.policy, policy.spec.model, long).capacity_prior_rps
+    assert prior is not None and policy.policy.capacity_prior_rps is not None
+    assert prior < policy.policy.capacity_prior_rps  # longer requests: fewer per second per replica
+    assert prior == pytest.approx(replica_capacity_rps(PROFILE, 4000.0, 500.0, 0.3, 0.04), rel=0.01)
 
 
 def test_state_lives_in_status_and_survives_a_restart() -> None:
