@@ -50,8 +50,9 @@ def observe(
 
     mine = [
         s
-        for (ns, pod, _), s in snapshot.pods.items()
-        if ns == workload.namespace and pod in workload.ready_pods and (not model_name or s.model_name == model_name)
+        for pod in workload.ready_pods
+        for s in snapshot.by_pod.get((workload.namespace, pod), ())
+        if not model_name or s.model_name == model_name
     ]
     sample_times = [s.values["sample_time"] for s in mine if "sample_time" in s.values]
     newest = max(sample_times) if sample_times else None

@@ -13,6 +13,7 @@ import datetime as dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
@@ -80,7 +81,7 @@ class PodSeries:
 
 
 @dataclass(frozen=True)
-class FleetSnapshot:
+class FleetSnapshot:  # not slotted: by_pod caches on the instance
     at: float
     pods: dict[PodKey, PodSeries]
     failed: frozenset[str]  # query names that errored this tick
@@ -90,6 +91,14 @@ class FleetSnapshot:
     def unavailable(self) -> bool:
         """Prometheus answered nothing at all: every family is unknown."""
         return len(self.failed) == len(QUERIES)
+
+    @cached_property
+    def by_pod(self) -> dict[tuple[str, str], list[PodSeries]]:
+        """(namespace, pod) -> its series, so each service finds its pods without scanning the fleet."""
+        index: dict[tuple[str, str], list[PodSeries]] = {}
+        for (ns, pod, _), series in self.pods.items():
+            index.setdefault((ns, pod), []).append(series)
+        return index
 
 
 def _finite(text: Any) -> float | None:

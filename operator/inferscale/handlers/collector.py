@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from inferscale.adapters.kube import KubeApi, KubeError
@@ -38,6 +39,24 @@ class Tick:
     fleet: dict[Selector, FleetSnapshot] = field(default_factory=dict)
     kube_error: str | None = None
     duration: float = 0.0
+
+    @cached_property
+    def _pods_by_label(self) -> dict[tuple[str, str, str], list[Obj]]:
+        index: dict[tuple[str, str, str], list[Obj]] = {}
+        for ns, pods in self.pods.items():
+            for pod in pods:
+                for k, v in ((pod.get("metadata") or {}).get("labels") or {}).items():
+                    index.setdefault((ns, k, v), []).append(pod)
+        return index
+
+    def candidate_pods(self, namespace: str, selector: Mapping[str, Any] | None) -> list[Obj]:
+        """Pods that may match a Deployment's selector: narrowed by one of its matchLabels when it has
+        any (the caller still applies the whole selector), so a service does not scan its namespace."""
+        labels = (selector or {}).get("matchLabels") or {}
+        if labels:
+            k, v = next(iter(sorted(labels.items())))
+            return self._pods_by_label.get((namespace, k, v), [])
+        return self.pods.get(namespace, [])
 
     def snapshot_for(self, selector: Mapping[str, str]) -> FleetSnapshot:
         key = tuple(sorted(selector.items()))

@@ -282,7 +282,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         )
         return None
 
-    ts = target_state(deployment, tick.pods.get(ns, []), now)
+    ts = target_state(deployment, tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector")), now)
     prior = state_from_status(status.get("scaler"))
     ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
     state = replace(prior, time_to_ready=ttr)

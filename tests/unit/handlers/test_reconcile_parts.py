@@ -104,3 +104,17 @@ def test_other_autoscalers_on_the_same_target_are_found() -> None:
         "ScaledObject/k",
     ]
     assert conflicting_autoscalers("ns", "Deployment", "other", [hpa], [so]) == []
+
+
+def test_candidate_pods_narrow_by_a_label_and_fall_back_to_the_namespace() -> None:
+    from inferscale.handlers.collector import Tick
+
+    def p(name: str, **labels: str) -> dict[str, object]:
+        return {"metadata": {"name": name, "labels": labels}}
+
+    tick = Tick(at=0.0, seq=1, pods={"ns": [p("a", app="x", tier="gpu"), p("b", app="y"), p("c", tier="gpu")]})
+    names = {str(q["metadata"]["name"]) for q in tick.candidate_pods("ns", {"matchLabels": {"app": "x"}})}  # type: ignore[index]
+    assert names == {"a"}
+    expr = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
+    assert len(tick.candidate_pods("ns", expr)) == 3  # no matchLabels: every pod, filtered by the caller
+    assert tick.candidate_pods("other", {"matchLabels": {"app": "x"}}) == []
