@@ -1,7 +1,7 @@
 """Replay one trace against one policy: arrivals, scrapes, decisions and replicas becoming Ready, in time order.
 
 Every policy sees the same requests on its own fleet, which starts warm with `initial_replicas`.
-Policies decide every `policy.interval` seconds from the observer's last scrape. GPU time is billed
+Policies decide every `policy.interval` seconds from the observer's last scrape, from `warmup` on. GPU time is billed
 over [0, duration]; after the last arrival the fleet is frozen for `grace` seconds so in-flight
 requests can finish (unbilled, the same for every policy); what is still unfinished then is a miss.
 """
@@ -81,6 +81,12 @@ class RunConfig:
     scrape_interval: float = 5.0
     timeline_step: float = 60.0
     grace: float = 120.0
+    # The warm fleet holds until the observer has one full latency window: at t = 0 the scrapes would
+    # show an idle fleet that is in fact carrying the trace's traffic, and policies would act on it.
+    warmup: float = 120.0
+
+    def first_decision(self, interval: float) -> float:
+        return max(1, math.ceil(self.warmup / interval)) * interval
 
 
 @dataclass
@@ -119,7 +125,7 @@ def run_policy(
         raise ValueError(f"policy {policy.name!r} has an invalid interval {interval!r}")
 
     next_scrape = 0.0
-    next_decide = interval
+    next_decide = cfg.first_decision(interval)
     next_sample = cfg.timeline_step
     arrived_since_sample = 0
 

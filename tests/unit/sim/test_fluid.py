@@ -30,7 +30,9 @@ class Fixed:
 
 
 def cfg(initial: int, ttr: str = "120s") -> RunConfig:
-    return RunConfig(EngineConfig.from_profile(PROFILE), PROFILE.gpus, 0.5, 0.05, TimeToReady.parse(ttr), initial)
+    return RunConfig(
+        EngineConfig.from_profile(PROFILE), PROFILE.gpus, 0.5, 0.05, TimeToReady.parse(ttr), initial, warmup=10.0
+    )
 
 
 def flat(rate: float, hours: float = 2.0) -> list[RatePoint]:
@@ -40,7 +42,7 @@ def flat(rate: float, hours: float = 2.0) -> list[RatePoint]:
 def test_enough_replicas_meet_the_slo_and_bill_their_lifetime() -> None:
     replicas = 4
     r = run_fluid(flat(0.8 * replicas * CAPACITY), 7200.0, Fixed(replicas), PROFILE, cfg(replicas))
-    assert r.scores.slo_attainment == 1.0 and r.scores.unfinished == 0
+    assert r.scores.slo_attainment > 0.999 and r.scores.unfinished == 0
     assert r.scores.gpu_hours == pytest.approx(replicas * 2.0)
     assert r.scores.requests == pytest.approx(0.8 * replicas * CAPACITY * 7200, rel=1e-6)
 

@@ -39,8 +39,10 @@ def poisson(rate: float, duration: float, seed: int = 0) -> Workload:
     )
 
 
-def config(engine_cfg: EngineConfig, initial: int, seed: int = 0, ttr: str = "30s-90s") -> RunConfig:
-    return RunConfig(engine_cfg, 2, 0.5, 0.05, TimeToReady.parse(ttr), initial, seed=seed)
+def config(
+    engine_cfg: EngineConfig, initial: int, seed: int = 0, ttr: str = "30s-90s", warmup: float = 10.0
+) -> RunConfig:
+    return RunConfig(engine_cfg, 2, 0.5, 0.05, TimeToReady.parse(ttr), initial, seed=seed, warmup=warmup)
 
 
 def test_every_request_is_finished_or_counted_as_a_miss(engine_cfg: EngineConfig) -> None:
@@ -75,9 +77,10 @@ def test_same_seed_same_result_and_the_seed_drives_time_to_ready(engine_cfg: Eng
     assert c.timeline.ready != a.timeline.ready
 
 
-def test_policies_see_observations_of_their_own_fleet(engine_cfg: EngineConfig) -> None:
+def test_policies_see_observations_of_their_own_fleet_after_the_warmup(engine_cfg: EngineConfig) -> None:
     policy = Scripted({0: 3})
-    run_policy(poisson(20, 300), policy, config(engine_cfg, 3))
+    run_policy(poisson(20, 300), policy, config(engine_cfg, 3, warmup=120.0))
+    assert policy.seen[0].at == 120.0  # no decision on the empty windows of the first scrapes
     later = [o for o in policy.seen if o.at >= 150]
     assert later and all(o.ready_replicas == 3 and o.request_rate is not None for o in later)
     assert all(o.ttft_p95 is not None and o.ttft_p95 < 0.5 for o in later)
