@@ -23,13 +23,15 @@ HEADROOM = 0.85
 ALPHA = 0.1
 MAX_CHANGE = 0.1  # fraction of the current estimate per update
 PRIOR_SPAN = 4.0
+MAX_COUNT = 1e15  # replicas: beyond any fleet; max_replicas clamps it later
 
 
 def recommend(
     demand_rps: float, capacity_rps: float, learned: bool, horizon: float, tolerance: float, current: int
 ) -> tuple[Recommendation, int]:
     """The recommendation, and the count it would ask for without the dead-band."""
-    needed = demand_rps / (capacity_rps * HEADROOM)
+    # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
+    needed = min(demand_rps / (capacity_rps * HEADROOM), MAX_COUNT)
     replicas = ceil_count(needed)
     held = current > 0 and replicas < current and needed / current >= 1.0 - tolerance
     source = "learned" if learned else "prior"
@@ -47,7 +49,12 @@ def backlogged(obs: Observation, policy: Policy) -> bool:
     at hundreds of short requests per second, requests that arrive during a step wait for the next
     one, so vLLM reports a few waiting far below capacity (a replay of short-prompt traffic learned a
     quarter of the true capacity from those)."""
-    return signals.queued(obs.waiting, policy.target_waiting_per_replica, obs.ready_replicas)
+    ready = obs.ready_replicas
+    delay = signals.queue_delay(obs.waiting, obs.request_rate)
+    at_set_point = signals.queued(obs.waiting, policy.target_waiting_per_replica, ready)
+    if delay is None or policy.slo_ttft_p95 is None:
+        return at_set_point
+    return at_set_point and delay >= signals.LOADED_DELAY_SLO_FRACTION * policy.slo_ttft_p95
 
 
 def saturated(obs: Observation, policy: Policy) -> bool:

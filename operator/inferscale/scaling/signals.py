@@ -121,22 +121,25 @@ def queue(
     drain: float | None = None,
     slo_ttft: float | None = None,
 ) -> tuple[Recommendation, Ratio]:
-    """The HPA ratio on waiting per replica, capped at `MAX_STEP`; a backlog over target that drains
-    (`drain` seconds at the completion rate) within `BURST_DRAIN_SLO_FRACTION` of the TTFT SLO
-    holds the current count instead (see the constant)."""
+    """The HPA ratio on waiting per replica, capped at `MAX_STEP`. When the backlog's drain time
+    (`drain` seconds at the completion rate) is known, a backlog over target that drains within
+    `BURST_DRAIN_SLO_FRACTION` of the TTFT SLO holds the current count (a burst), and a longer one
+    asks for at most drain / that budget times the ready replicas: a queue half again the budget
+    needs half again the replicas, not the multiple its count per replica says."""
+    # the backlog's drain time in units of the burst budget; None when either is unknown
+    delay = drain / (BURST_DRAIN_SLO_FRACTION * slo_ttft) if drain is not None and slo_ttft else None
     r = hpa_ratio(usage, target, tolerance, current, MAX_STEP)
-    per = waiting / max(usage.reporting, 1)
-    head = f"{waiting:g} waiting ({per:.1f} per replica vs target {target:g}) on {usage.ready} ready replicas"
-    burst = drain is not None and slo_ttft is not None and drain <= BURST_DRAIN_SLO_FRACTION * slo_ttft
-    if burst and r.replicas > current:
-        r = Ratio(current, current, r.ratio, True)
-        message = (
-            f"{head}{_coverage(usage)}: a burst that drains in {drain:.2f}s (within the TTFT SLO) → hold {current}"
-        )
-        return Recommendation(Reason.QUEUE, current, waiting, target, message), r
-    return Recommendation(
-        Reason.QUEUE, r.replicas, waiting, target, f"{head}{_coverage(usage)}{_outcome(r, tolerance, current)}"
-    ), r
+    head = f"{waiting:g} waiting ({waiting / max(usage.reporting, 1):.1f} per replica vs target {target:g})"
+    head += f" on {usage.ready} ready replicas{_coverage(usage)}"
+    if delay is not None and delay <= 1.0 and r.replicas > current:
+        message = f"{head}: a burst that drains in {drain:.2f}s (within the TTFT SLO) → hold {current}"
+        return Recommendation(Reason.QUEUE, current, waiting, target, message), Ratio(current, current, r.ratio, True)
+    if delay is not None and 1.0 < delay < MAX_STEP:
+        r = hpa_ratio(usage, target, tolerance, current, delay)
+        if r.capped:
+            message = f"{head} → {r.replicas} (drains in {drain:.2f}s, {delay:.2f}x the TTFT SLO)"
+            return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
+    return Recommendation(Reason.QUEUE, r.replicas, waiting, target, f"{head}{_outcome(r, tolerance, current)}"), r
 
 
 def queued(waiting: float | None, target_waiting: float, ready: int) -> bool:

@@ -227,6 +227,10 @@ def test_a_queue_over_target_that_drains_within_the_ttft_slo_is_a_burst_and_hold
     # The same queue at 100 req/s is 1.2 s of work: a shortage, the queue signal doubles.
     short = decide(observe(8, kv=0.1, waiting=121.0, request_rate=100.0), pol, ScalerState(), 0.0)
     assert rec(short, Reason.QUEUE).replicas == 16  # type: ignore[attr-defined]
+    # 0.6 s of work at 200 req/s: 1.21x the SLO asks for 1.21x the ready replicas, not the 2x cap.
+    longer = decide(observe(8, kv=0.1, waiting=121.0, request_rate=200.0), pol, ScalerState(), 0.0)
+    assert rec(longer, Reason.QUEUE).replicas == 10  # type: ignore[attr-defined]
+    assert "drains in 0.60s, 1.21x the TTFT SLO" in longer.message
     # Without a completion rate the drain time is unknown: the set-point rules.
     unknown = decide(observe(8, kv=0.1, waiting=121.0), pol, ScalerState(), 0.0)
     assert rec(unknown, Reason.QUEUE).replicas == 16  # type: ignore[attr-defined]

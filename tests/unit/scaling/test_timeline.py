@@ -144,3 +144,14 @@ def test_scale_up_window_takes_the_lowest_recommendation() -> None:
     assert held.decision.reason is Reason.UP_STABILIZING and "lowest recommendation in the last 1m" in (
         held.decision.message
     )
+
+
+def test_a_backlog_at_the_set_point_that_drains_in_milliseconds_teaches_nothing() -> None:
+    # 4 per replica at 1,200 short requests/s is 13 ms of queue: arrivals waiting for the next step,
+    # not replicas giving all they have. The same count at 8 req/s (2 s of queue) is a capacity figure.
+    pol = policy(capacity_prior_rps=300.0, slo_ttft_p95=0.5)
+    fast = observe(4, kv=0.08, waiting=16.0, request_rate=1200.0, ttft_p95=0.1, itl_mean=0.008)
+    assert decide(fast, pol, ScalerState(), 0.0).state.capacity_rps is None
+    slow = observe(4, kv=0.08, waiting=16.0, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02)
+    learned = decide(slow, policy(capacity_prior_rps=3.0, slo_ttft_p95=0.5), ScalerState(), 0.0).state.capacity_rps
+    assert learned is not None and 2.7 <= learned < 3.0
