@@ -1,0 +1,38 @@
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from inferscale.perf import replica_capacity_rps, replica_profile
+from inferscale.sim.bench import closed_loop, scale_for
+from inferscale.sim.engine import EngineConfig
+from inferscale.sim.traces import load_rate_curve
+
+
+def test_closed_loop_of_one_user_is_the_bare_step_model(engine_cfg: EngineConfig) -> None:
+    ttft, itl, tps = closed_loop(engine_cfg, 1, 200, 50)
+    assert ttft == pytest.approx(0.005 + 200 * 10e-6)
+    assert itl == pytest.approx(0.005 + 1e-3)
+    assert tps == pytest.approx(50 / (ttft + 49 * itl))
+
+
+def test_more_users_raise_itl_and_throughput(engine_cfg: EngineConfig) -> None:
+    one, many = closed_loop(engine_cfg, 1, 200, 50), closed_loop(engine_cfg, 16, 200, 50)
+    assert many[1] > one[1] and many[2] > 3 * one[2]
+
+
+def test_the_scaling_rule_makes_the_busiest_minute_need_the_target(tmp_path: Path) -> None:
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"]
+    for i in range(600):  # 5 minutes at 1 req/s, then a minute at 3 req/s
+        lines.append(f"2023-11-16 18:{i // 60:02d}:{i % 60:02d}.0000000,400,100\n")
+    for i in range(180):
+        lines.append(f"2023-11-16 18:10:{i / 3:010.7f},400,100\n")
+    path = tmp_path / "t.csv"
+    path.write_text("".join(lines))
+    profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    scale, (mean_in, mean_out) = scale_for(path, "azure", profile, 10)
+    assert (mean_in, mean_out) == (400, 100)
+    peak = max(p.rate for p in load_rate_curve(path, "azure", rate_scale=scale, window=60.0))
+    assert math.ceil(peak / replica_capacity_rps(profile, 400, 100, 0.5, 0.05) - 1e-9) == 10
