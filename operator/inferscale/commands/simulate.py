@@ -17,15 +17,38 @@ from rich.table import Table
 from inferscale.perf import PerfError
 from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
-from inferscale.sim.run import RunResult, run_policies
-from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, Prepared, Scenario, prepare
+from inferscale.sim.run import RunResult, parallel, run_policy
+from inferscale.sim.scenario import (
+    DEFAULT_TIME_TO_READY,
+    FluidPrepared,
+    Prepared,
+    Scenario,
+    expected_requests,
+    prepare,
+    prepare_fluid,
+)
 from inferscale.sim.traces import TRACE_FORMATS, TraceError
+
+MODES = ("auto", "request", "fluid")
+REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
 
 
 class SimulateInputError(ValueError):
     pass
+
+
+def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
+    """Request-level unless asked otherwise or the trace stands for more requests than is sensible to
+    build one by one (a 14-day ServeGen curve is billions)."""
+    if mode == "request":
+        return prepare(scenario)
+    if mode == "fluid":
+        return prepare_fluid(scenario)
+    _, _, expected = expected_requests(scenario)
+    return prepare_fluid(scenario) if expected > REQUEST_LEVEL_LIMIT else prepare(scenario)
 
 
 def _duration(option: str, text: str) -> float:
@@ -87,13 +110,18 @@ def build_scenario(
     )
 
 
-def report(prepared: Prepared, results: dict[str, RunResult]) -> dict[str, Any]:
+def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) -> dict[str, Any]:
     """The JSON document: the scenario and each policy's scores."""
     scenario = prepared.scenario.describe()
+    if isinstance(prepared, FluidPrepared):
+        mode, requests, span = "fluid", round(prepared.expected_requests), prepared.duration
+    else:
+        mode, requests, span = "request", len(prepared.workload), prepared.workload.duration
     scenario.update(
         {
-            "requests": len(prepared.workload),
-            "duration_s": prepared.workload.duration,
+            "mode": mode,
+            "requests": requests,
+            "duration_s": span,
             "gpus_per_replica": prepared.profile.gpus,
             "initial_replicas": prepared.run_config.initial_replicas,
             "max_replicas": prepared.context.max_replicas,
@@ -161,6 +189,14 @@ def simulate(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     workers: Annotated[int, typer.Option("--workers", help="Processes running policies in parallel.")] = 0,
+    mode: Annotated[
+        str,
+        typer.Option(
+            "--mode",
+            help=f"request (every request through the engines), fluid (rate curve on the perf model's steady "
+            f"state), or auto: fluid above {REQUEST_LEVEL_LIMIT:,} requests.",
+        ),
+    ] = "auto",
 ) -> None:
     """Replay a trace against scaling policies on simulated vLLM fleets and compare SLO attainment and cost."""
     err = Console(stderr=True)
@@ -184,8 +220,10 @@ def simulate(
             interval,
             seed,
         )
+        if mode not in MODES:
+            raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")
         with err.status("loading the trace"):
-            prepared = prepare(scenario)
+            prepared = _prepare(scenario, mode)
     except (SimulateInputError, TraceError, PerfError, ValueError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
@@ -199,15 +237,23 @@ def simulate(
         console=err,
         transient=True,
     ) as progress:
-        task = progress.add_task(f"{len(prepared.workload):,} requests × {len(names)} policies", total=len(names))
-        results = run_policies(
-            prepared.workload,
-            names,
-            prepared.policy,
-            prepared.run_config,
-            workers=n_workers,
-            on_done=lambda _r: progress.advance(task),
-        )
+        if isinstance(prepared, FluidPrepared):
+            fp = prepared
+            label = f"fluid: {fp.expected_requests:,.0f} requests × {len(names)} policies"
+            curve_tables(fp.curve, fp.profile)  # solved once, inherited by the workers
+
+            def job(name: str) -> RunResult:
+                return run_fluid(fp.curve, fp.duration, fp.policy(name), fp.profile, fp.run_config)
+
+        else:
+            rp = prepared
+            label = f"{len(rp.workload):,} requests × {len(names)} policies"
+
+            def job(name: str) -> RunResult:
+                return run_policy(rp.workload, rp.policy(name), rp.run_config)
+
+        task = progress.add_task(label, total=len(names))
+        results = parallel(names, job, n_workers, on_done=lambda _r: progress.advance(task))
     out = Console()
     if not out.is_terminal:
         out = Console(width=120)  # a pipe or a file: do not squeeze the table into 80 columns
@@ -216,5 +262,5 @@ def simulate(
     if json_out is not None:
         json_out.write_text(json.dumps(doc, indent=2) + "\n")
     if plot is not None:
-        title = f"{prepared.workload.name}: {scenario.model} on {scenario.gpu}, TTR {scenario.time_to_ready}"
+        title = f"{scenario.trace.stem}: {scenario.model} on {scenario.gpu}, TTR {scenario.time_to_ready}"
         plot_timelines(plot, {n: r.timeline for n, r in results.items()}, scenario.slo_ttft, title)

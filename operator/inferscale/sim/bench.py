@@ -30,10 +30,9 @@ from inferscale.scaling.durations import format_duration
 from inferscale.sim.engine import EngineConfig, Outcomes, ReplicaEngine
 from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_timelines
-from inferscale.sim.policies import POLICY_NAMES, PolicyContext, make_policy
-from inferscale.sim.requests import Trace
+from inferscale.sim.policies import POLICY_NAMES
 from inferscale.sim.run import RunResult, parallel, run_policy
-from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, MAX_OVER_PEAK, Prepared, Scenario, prepare
+from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, MAX_OVER_PEAK, Prepared, Scenario, prepare, prepare_fluid
 from inferscale.sim.traces import RatePoint, TraceError, detect_format, load_rate_curve, rate_curve
 
 MODEL, GPU = "llama-3.1-8b", "h100-80gb"
@@ -104,7 +103,7 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     curve = rate_curve(prepared.context.trace, 60.0)
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
-        run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, prepared, args, log)
+        run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, args, log)
     return run
 
 
@@ -120,34 +119,18 @@ def _fluid_all(
 
 
 def _fluid_14_days(
-    path: Path, fmt: str, scale: float, sliced: Prepared, args: argparse.Namespace, log: ProgressLog
+    path: Path, fmt: str, scale: float, args: argparse.Namespace, log: ProgressLog
 ) -> tuple[dict[str, RunResult], float, float]:
-    curve = load_rate_curve(path, fmt, rate_scale=scale, window=60.0)
-    step = curve[1].t - curve[0].t if len(curve) > 1 else 60.0
-    duration = len(curve) * step
-    total = sum(p.rate * step for p in curve)
-    base = sliced.context
-    ctx = PolicyContext(
-        profile=base.profile,
-        slo_ttft=base.slo_ttft,
-        slo_itl=base.slo_itl,
-        time_to_ready=base.time_to_ready,
-        min_replicas=base.min_replicas,
-        max_replicas=max(4, MAX_OVER_PEAK * args.peak_replicas),
-        trace=Trace(path.stem, (), duration),
-        interval=base.interval,
-        initial_replicas=base.initial_replicas,
-        curve=tuple(curve),
-    )
-    log(f"{path.stem}: fluid, {duration / 86400:.1f} days, {total:,.0f} requests")
-    curve_tables(curve, base.profile)  # solved once here, inherited by the forked workers
+    fp = prepare_fluid(Scenario(path, fmt, rate_scale=scale, model=MODEL, gpu=GPU, slo_ttft=SLO_TTFT, slo_itl=SLO_ITL))
+    log(f"{path.stem}: fluid, {fp.duration / 86400:.1f} days, {fp.expected_requests:,.0f} requests")
+    curve_tables(fp.curve, fp.profile)  # solved once here, inherited by the forked workers
     results = parallel(
         args.policies,
-        lambda n: run_fluid(curve, duration, make_policy(n, ctx), base.profile, sliced.run_config),
+        lambda n: run_fluid(fp.curve, fp.duration, fp.policy(n), fp.profile, fp.run_config),
         args.workers,
         lambda r: log(f"  {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
     )
-    return results, total, duration
+    return results, fp.expected_requests, fp.duration
 
 
 # -- the engine against a published closed-loop measurement -----------------------------------------------

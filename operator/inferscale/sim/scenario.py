@@ -10,7 +10,6 @@ Shared by `inferscale simulate` and the benchmark so both size fleets the same w
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from inferscale.sim.policies import PolicyContext, make_policy
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.requests import Trace
 from inferscale.sim.run import RunConfig, Workload
-from inferscale.sim.traces import load_request_arrays
+from inferscale.sim.traces import RatePoint, load_rate_curve, load_request_arrays
 
 DEFAULT_TIME_TO_READY = "210s-270s"  # BLIS: 240 ± 30 s from replica creation to serving
 MAX_OVER_PEAK = 3
@@ -86,7 +85,46 @@ def prepare(s: Scenario) -> Prepared:
         raise ValueError(f"{s.trace}: no request in the selected window; nothing to simulate")
     workload = Workload.from_arrays(s.trace.stem, arrays, span)
     trace = Trace(workload.name, arrays.to_requests(), workload.duration)
-    ctx = PolicyContext(
+    ctx, cfg = _sized(s, profile, _context(s, profile, trace, None))
+    return Prepared(s, profile, workload, ctx, cfg)
+
+
+@dataclass(frozen=True)
+class FluidPrepared:
+    """A scenario for the fluid mode: the rate curve stands in for the requests."""
+
+    scenario: Scenario
+    profile: ReplicaProfile
+    curve: list[RatePoint]
+    duration: float
+    expected_requests: float
+    context: PolicyContext
+    run_config: RunConfig
+
+    def policy(self, name: str) -> ScalingPolicy:
+        return make_policy(name, self.context)
+
+
+def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
+    """The scaled rate curve (ServeGen's own windows, request traces binned per minute), its duration
+    and the number of requests it stands for, without generating them."""
+    curve = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, window=60.0)
+    if not curve:
+        raise ValueError(f"{s.trace}: no traffic in the selected window; nothing to simulate")
+    step = curve[1].t - curve[0].t if len(curve) > 1 else 60.0
+    duration = curve[-1].t + step if s.duration is None else min(s.duration, curve[-1].t + step)
+    return curve, duration, sum(p.rate * step for p in curve)
+
+
+def prepare_fluid(s: Scenario) -> FluidPrepared:
+    profile = replica_profile(s.model, s.gpu, s.tp)
+    curve, duration, total = expected_requests(s)
+    ctx, cfg = _sized(s, profile, _context(s, profile, Trace(s.trace.stem, (), duration), tuple(curve)))
+    return FluidPrepared(s, profile, curve, duration, total, ctx, cfg)
+
+
+def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[RatePoint, ...] | None) -> PolicyContext:
+    return PolicyContext(
         profile=profile,
         slo_ttft=s.slo_ttft,
         slo_itl=s.slo_itl,
@@ -96,11 +134,11 @@ def prepare(s: Scenario) -> Prepared:
         trace=trace,
         interval=s.interval,
         initial_replicas=s.min_replicas,
+        curve=curve,
     )
-    return _sized(s, profile, workload, ctx)
 
 
-def _sized(s: Scenario, profile: ReplicaProfile, workload: Workload, ctx: PolicyContext) -> Prepared:
+def _sized(s: Scenario, profile: ReplicaProfile, ctx: PolicyContext) -> tuple[PolicyContext, RunConfig]:
     curve = ctx.load_curve(60.0)
     mean_in, mean_out = ctx.mean_input_tokens, ctx.mean_output_tokens
     peak = ctx.replicas_for(max(p.rate for p in curve), mean_in, mean_out)
@@ -120,6 +158,4 @@ def _sized(s: Scenario, profile: ReplicaProfile, workload: Workload, ctx: Policy
         initial_replicas=initial,
         seed=s.seed,
     )
-    if not math.isfinite(workload.duration):
-        raise ValueError("trace duration is not finite")
-    return Prepared(s, profile, workload, ctx, cfg)
+    return ctx, cfg

@@ -58,6 +58,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--time-to-ready", "4m-2m"], "--time-to-ready"),
         (["--rate-scale", "0"], "--rate-scale"),
         (["--format", "parquet"], "--format"),
+        (["--mode", "fast"], "--mode"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(azure_trace: Path, args: list[str], message: str) -> None:
@@ -73,3 +74,15 @@ def test_unparsable_or_missing_trace_exits_2(tmp_path: Path) -> None:
     assert code == 2 and "bad.csv" in stderr and "Traceback" not in stderr
     code, _, stderr = invoke("--trace", str(tmp_path / "nope.csv"))
     assert code == 2 and "no such file" in stderr
+
+
+def test_fluid_mode_replays_the_rate_curve_with_the_same_json(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "f.json"
+    code, stdout, _ = invoke(
+        "--trace", str(azure_trace), "--mode", "fluid", "--policy", "static-peak", "--json", str(out), "--workers", "1"
+    )  # fmt: skip
+    assert code == 0, stdout
+    doc = json.loads(out.read_text())
+    assert doc["scenario"]["mode"] == "fluid"
+    assert doc["scenario"]["requests"] == pytest.approx(1200, rel=0.01)
+    assert doc["policies"]["static-peak"]["gpu_hours"] > 0
