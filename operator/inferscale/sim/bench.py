@@ -61,6 +61,7 @@ class TraceRun:
     full_requests: float = 0.0
     full_duration: float = 0.0
     prepared: Prepared | None = None  # kept for the speed measurement
+    hopeless: float = 0.0  # share of requests that miss the TTFT target even alone on an idle replica
 
 
 def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
@@ -91,6 +92,7 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
         Scenario(path, fmt, rate_scale=scale, duration=window, model=MODEL, gpu=GPU, slo_ttft=SLO_TTFT, slo_itl=SLO_ITL)
     )
     run.requests, run.duration = len(prepared.workload), prepared.workload.duration
+    run.hopeless = unloaded_ttft_misses(prepared)
     run.prepared = prepared
     level_names = [n for n in names if not servegen or n in args.slice_policies]
     log(f"{run.name}: ×{scale:.2f}, {run.requests:,} requests request-level, policies {', '.join(level_names)}")
@@ -105,6 +107,16 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     if servegen:
         run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, args, log)
     return run
+
+
+def unloaded_ttft_misses(prepared: Prepared) -> float:
+    """Share of requests whose TTFT alone on an idle replica (its prompt's chunked prefill steps) is
+    already above the target: no policy can serve those within the SLO."""
+    cfg = prepared.run_config.engine
+    inputs = prepared.workload.input_tokens.astype(np.float64)
+    steps = np.ceil(inputs / cfg.max_num_batched_tokens)
+    alone = steps * cfg.c0 + inputs * cfg.c_prefill
+    return float(np.mean(alone > prepared.run_config.slo_ttft)) if inputs.size else 0.0
 
 
 def _fluid_all(
@@ -364,7 +376,12 @@ def write_report(
 def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
     lines = [f"## {run.name}", ""]
     mi, mo = run.mean_lengths
-    lines.append(f"Format {run.fmt}; rate ×{run.rate_scale:.3g}; mean input {mi:,.0f} / output {mo:,.0f} tokens.")
+    lines.append(
+        f"Format {run.fmt}; rate ×{run.rate_scale:.3g}; mean input {mi:,.0f} / output {mo:,.0f} tokens. "
+        f"{_pct(run.hopeless)} of the request-level replay's requests miss the TTFT target even alone on an idle "
+        "replica (prompt too long to prefill in time): no policy can exceed "
+        f"{_pct(1 - run.hopeless)} attainment here."
+    )
     if run.fluid_full:
         lines += [
             "",

@@ -6,8 +6,9 @@ from pathlib import Path
 import pytest
 
 from inferscale.perf import replica_capacity_rps, replica_profile
-from inferscale.sim.bench import closed_loop, scale_for
+from inferscale.sim.bench import closed_loop, scale_for, unloaded_ttft_misses
 from inferscale.sim.engine import EngineConfig
+from inferscale.sim.scenario import Scenario, prepare
 from inferscale.sim.traces import load_rate_curve
 
 
@@ -36,3 +37,12 @@ def test_the_scaling_rule_makes_the_busiest_minute_need_the_target(tmp_path: Pat
     assert (mean_in, mean_out) == (400, 100)
     peak = max(p.rate for p in load_rate_curve(path, "azure", rate_scale=scale, window=60.0))
     assert math.ceil(peak / replica_capacity_rps(profile, 400, 100, 0.5, 0.05) - 1e-9) == 10
+
+
+def test_requests_too_long_to_prefill_in_time_are_counted_as_hopeless(tmp_path: Path) -> None:
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"]
+    for i in range(100):  # every fourth prompt needs > 0.5 s of prefill on an idle H100 (17 µs per token)
+        lines.append(f"2023-11-16 18:00:{i * 0.5:010.7f},{40_000 if i % 4 == 0 else 500},20\n")
+    path = tmp_path / "long.csv"
+    path.write_text("".join(lines))
+    assert unloaded_ttft_misses(prepare(Scenario(path))) == pytest.approx(0.25)
