@@ -129,6 +129,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         slo_ttft=s.slo_ttft,
         slo_itl=s.slo_itl,
         time_to_ready=s.time_to_ready.mean,
+        time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,
         max_replicas=max(s.min_replicas, 1),
         trace=trace,
