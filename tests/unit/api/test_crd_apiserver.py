@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import copy
 import json
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from tests.gobuild import build_go_tool
 from tests.unit.api.test_spec_validation import BAD, _set
 
 from inferscale.api import rules
@@ -31,23 +30,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def validator(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    go = shutil.which("go")
-    if go is None:
-        print("go not found: the CRD is not checked with the API server's code")
-        pytest.skip("go not found")
-    binary = tmp_path_factory.mktemp("validate") / "validate"
-    build = subprocess.run(
-        [go, "build", "-o", str(binary), "."],
-        cwd=ROOT / "crds" / "validate",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
-        timeout=900,
-    )
-    if build.returncode != 0:
-        print(f"crds/validate does not build here: {build.stderr[-500:]}")
-        pytest.skip("crds/validate does not build (Go modules unavailable?)")
-    return binary
+    return build_go_tool(ROOT / "crds" / "validate", tmp_path_factory.mktemp("validator"))
 
 
 def _wrap(spec: dict[str, Any]) -> dict[str, Any]:

@@ -5,14 +5,13 @@ Slow on a cold Go build cache; skipped with the reason printed when Go or the k8
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from tests.gobuild import build_go_tool
 from tests.unit.ship.helpers import CHART, KUBE_VERSION, ROOT, run_helm
 
 pytestmark = pytest.mark.slow
@@ -20,23 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def podsecurity(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    go = shutil.which("go")
-    if go is None:
-        print("go not found: Pod Security Standards not checked with the admission code")
-        pytest.skip("go not found")
-    binary = tmp_path_factory.mktemp("podsecurity") / "podsecurity"
-    build = subprocess.run(
-        [go, "build", "-o", str(binary), "."],
-        cwd=ROOT / "deploy" / "podsecurity",
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"},
-        timeout=900,
-    )
-    if build.returncode != 0:
-        print(f"deploy/podsecurity does not build here: {build.stderr[-500:]}")
-        pytest.skip("deploy/podsecurity does not build (Go modules unavailable?)")
-    return binary
+    return build_go_tool(ROOT / "deploy" / "podsecurity", tmp_path_factory.mktemp("podsecurity"))
 
 
 def _check(binary: Path, manifests: str, level: str = "restricted") -> subprocess.CompletedProcess[str]:
