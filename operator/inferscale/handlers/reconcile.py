@@ -25,6 +25,7 @@ from inferscale.adapters.workload import (
 )
 from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
+from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.status import (
@@ -192,6 +193,56 @@ def _unrecorded(decision: Decision, now: float) -> ScalerState:
     return replace(decision.state, scale_events=events)
 
 
+async def _conflict(rt: Runtime, body: Mapping[str, Any], now: float, reason: str, msg: str) -> None:
+    conditions = [Condition("Ready", "False", "Conflict", msg), Condition("Conflict", "True", reason, msg)]
+    await _problem(rt, body, now, conditions, "Conflict", msg)
+
+
+async def _ensure_managed(
+    rt: Runtime,
+    body: Mapping[str, Any],
+    now: float,
+    spec: InferenceServiceSpec,
+    initial_replicas: int,
+    deployment: Mapping[str, Any] | None,
+) -> Mapping[str, Any] | None:
+    """Managed mode: the Deployment this service owns, created or brought to the spec's template.
+    None when it cannot be (the problem is reported)."""
+    meta = body.get("metadata") or {}
+    ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
+    assert spec.template is not None
+    template = spec.template.model_dump(by_alias=True, exclude_none=True)
+    if deployment is None:
+        try:
+            created = await rt.kube.create(
+                f"/apis/apps/v1/namespaces/{ns}/deployments", managed_deployment(body, template, initial_replicas)
+            )
+        except KubeError as e:
+            metrics.KUBE_ERRORS.labels("create").inc()
+            msg = f"could not create Deployment {name}: {e}"
+            await _problem(rt, body, now, [Condition("Ready", "False", "CreateFailed", msg)], "CreateFailed", msg)
+            return None
+        await post_event(rt, body, "Normal", "Created", f"created Deployment {name}", now)
+        return created
+    if not _owned_by(deployment, uid):
+        msg = f"Deployment {name} exists and is not owned by this InferenceService; refusing to adopt it"
+        await _conflict(rt, body, now, "NotOwned", msg)
+        return None
+    if ((deployment.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH) != _template_hash(template):
+        desired = managed_deployment(body, template, initial_replicas)
+        patch = {
+            "metadata": {"annotations": desired["metadata"]["annotations"]},
+            "spec": {"template": desired["spec"]["template"]},  # never replicas: that is the decision's
+        }
+        try:
+            await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", patch)
+            await post_event(rt, body, "Normal", "Updated", f"updated the pod template of Deployment {name}", now)
+        except KubeError as e:
+            metrics.KUBE_ERRORS.labels("update").inc()
+            rt.logger.warning("could not update Deployment %s/%s: %s", ns, name, e)
+    return deployment
+
+
 async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decision | None:
     meta = body.get("metadata") or {}
     ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
@@ -213,56 +264,13 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
 
     managed = spec.template is not None
     target = spec.scale_target_ref.name if spec.scale_target_ref is not None else name
-    deployment = tick.deployments.get((ns, target))
+    deployment: Mapping[str, Any] | None = tick.deployments.get((ns, target))
     if tick.kube_error is not None:
         return None  # without a fresh view of the cluster, acting could undo someone else's change
     if managed:
-        template = spec.template.model_dump(by_alias=True, exclude_none=True)  # type: ignore[union-attr]
+        deployment = await _ensure_managed(rt, body, now, spec, policy.min_replicas, deployment)
         if deployment is None:
-            try:
-                deployment = await rt.kube.create(
-                    f"/apis/apps/v1/namespaces/{ns}/deployments",
-                    managed_deployment(body, template, policy.min_replicas),
-                )
-                await post_event(rt, body, "Normal", "Created", f"created Deployment {target}", now)
-            except KubeError as e:
-                metrics.KUBE_ERRORS.labels("create").inc()
-                await _problem(
-                    rt,
-                    body,
-                    now,
-                    [Condition("Ready", "False", "CreateFailed", str(e))],
-                    "CreateFailed",
-                    f"could not create Deployment {target}: {e}",
-                )
-                return None
-        elif not _owned_by(deployment, uid):
-            msg = f"Deployment {target} exists and is not owned by this InferenceService; refusing to adopt it"
-            await _problem(
-                rt,
-                body,
-                now,
-                [Condition("Ready", "False", "Conflict", msg), Condition("Conflict", "True", "NotOwned", msg)],
-                "Conflict",
-                msg,
-            )
             return None
-        elif ((deployment.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH) != _template_hash(
-            template
-        ):
-            desired = managed_deployment(body, template, 0)
-            try:
-                await rt.kube.merge_patch(
-                    f"/apis/apps/v1/namespaces/{ns}/deployments/{target}",
-                    {
-                        "metadata": {"annotations": desired["metadata"]["annotations"]},
-                        "spec": {"template": desired["spec"]["template"]},
-                    },
-                )
-                await post_event(rt, body, "Normal", "Updated", f"updated the pod template of Deployment {target}", now)
-            except KubeError as e:
-                metrics.KUBE_ERRORS.labels("update").inc()
-                rt.logger.warning("could not update Deployment %s/%s: %s", ns, target, e)
     elif deployment is None:
         msg = f"Deployment {target} not found in namespace {ns}"
         await _problem(rt, body, now, [Condition("Ready", "False", "TargetNotFound", msg)], "TargetNotFound", msg)
@@ -272,14 +280,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     others += _competing_services(tick, body, target)
     if others:
         msg = f"{', '.join(others)} already scales Deployment {target}; inferscale will not fight it"
-        await _problem(
-            rt,
-            body,
-            now,
-            [Condition("Ready", "False", "Conflict", msg), Condition("Conflict", "True", "OtherAutoscaler", msg)],
-            "Conflict",
-            msg,
-        )
+        await _conflict(rt, body, now, "OtherAutoscaler", msg)
         return None
 
     ts = target_state(deployment, tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector")), now)
