@@ -6,8 +6,9 @@ Scaling rule, the same for every trace: the rate is multiplied so that the trace
 needs `--peak-replicas` replicas (default 24) of the profile at the SLO, by the perf model's capacity
 at the trace's mean lengths. Request traces (Azure, Mooncake) are replayed request by request.
 ServeGen curves are replayed for their whole 14 days in the fluid mode (`sim/fluid.py`), and a
-`--slice` at their start request by request; the fluid mode is validated against the request-level
-engine on every request-level replay (same policies, same load).
+`--slice` at their start, `--slice-time-scale` times faster (hours of ramps in minutes), request by
+request; the fluid mode is validated against the request-level engine on every request-level replay
+(same policies, same load).
 """
 
 from __future__ import annotations
@@ -88,8 +89,21 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     names = args.policies
     servegen = fmt == "servegen"
     window = args.slice if servegen else None
+    # The slice's curve runs `slice_time_scale` times faster, so that a short request-level replay still
+    # spans ramps and jumps (hours of the trace), the case where the fluid mode is most likely wrong.
+    time_scale = args.slice_time_scale if servegen else 1.0
     prepared = prepare(
-        Scenario(path, fmt, rate_scale=scale, duration=window, model=MODEL, gpu=GPU, slo_ttft=SLO_TTFT, slo_itl=SLO_ITL)
+        Scenario(
+            path,
+            fmt,
+            rate_scale=scale,
+            time_scale=time_scale,
+            duration=window,
+            model=MODEL,
+            gpu=GPU,
+            slo_ttft=SLO_TTFT,
+            slo_itl=SLO_ITL,
+        )
     )
     run.requests, run.duration = len(prepared.workload), prepared.workload.duration
     run.hopeless = unloaded_ttft_misses(prepared)
@@ -395,7 +409,9 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
             "",
             f"![{run.name} 14 days](img/sim-{run.name}-14d.png)",
             "",
-            f"### First {format_duration(run.duration)}, request-level ({run.requests:,} requests)",
+            f"### First {format_duration(run.duration * args.slice_time_scale)} of the curve, "
+            f"{args.slice_time_scale:g}× faster (so {format_duration(run.duration)}), request-level "
+            f"({run.requests:,} requests)",
         ]
     else:
         lines += ["", f"{run.requests:,} requests over {format_duration(run.duration)}, request-level."]
@@ -454,12 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--slice", type=float, default=1200.0, help="seconds of each ServeGen curve replayed per request"
     )
+    parser.add_argument(
+        "--slice-time-scale", type=float, default=12.0, help="how much faster the request-level ServeGen slice runs"
+    )
     parser.add_argument("--policy", dest="policies", action="append", help="policy to run (repeatable); default all")
     args = parser.parse_args(argv)
     args.policies = args.policies or list(POLICY_NAMES)
     args.slice_policies = [n for n in (INFERSCALE, ORACLE, "static-peak") if n in args.policies]
     unknown = [n for n in args.policies if n not in POLICY_NAMES]
-    if unknown or args.workers < 1 or args.peak_replicas < 1 or args.slice <= 0:
+    if unknown or args.workers < 1 or args.peak_replicas < 1 or args.slice <= 0 or args.slice_time_scale <= 0:
         print(f"error: bad arguments (unknown policies: {unknown or 'none'})", file=sys.stderr)
         return 2
     started = time.perf_counter()
