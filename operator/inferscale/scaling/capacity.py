@@ -4,20 +4,37 @@ Planning headroom: the fleet is sized so that the forecast rate uses `HEADROOM` 
 replicas' capacity at the SLO. Capacity at the SLO is the rate a replica sustains right at the
 edge; bursts inside a scrape interval and an imperfect router need the rest (WVA sizes at 85% too).
 
-Learning (`learn`): a per-replica rate observed while the SLO is met and the replicas are
-actually loaded (`signals.loaded`: KV cache near its target, or a queue forming)
-is a lower bound on capacity. Without a queue it is scaled up to the KV target when KV is below
-it (KV grows about linearly with concurrency); with a queue the replicas already give all they
-have. Idle periods are ignored: they would teach that a replica can only carry the little it was
-given. The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_CHANGE` per tick) and, when a
-prior exists, stays within a factor `PRIOR_SPAN` of it.
+Learning (`learn`), from the per-replica completion rate of three kinds of tick (`Evidence`):
+
+- SLO met with a backlog that costs TTFT (`backlogged`): the replicas give all they have at the
+  SLO, the rate is the capacity; the estimate moves toward it either way.
+- SLO met with the KV cache near its target and no backlog: the replicas carried this rate within
+  the SLO, a lower bound; it can only raise the estimate. It is not extrapolated to the KV target:
+  near compute saturation concurrency (and KV) grows much faster than the rate, so a linear
+  extrapolation overestimates (on the 14-day m-mid replay it took the estimate from the prior's
+  69 req/s to 87 while replicas saturated at 69, and the fleet collapsed into a backlog every time
+  it scaled down to the estimate).
+- SLO breached behind a backlog the fleet cannot clear within the SLO: the replicas give all they
+  have and still miss it, so capacity at the SLO is below the rate; it can only lower the estimate.
+
+The learned figure is kept both as a rate and as a factor on the prior at the lengths of the tick it
+was learned on; with a prior, sizing uses prior x factor, so the prior's change with request lengths
+flows through (ServeGen's mean input moves 3x within a day: an absolute rate learned on short
+requests over-sized, one learned on long ones under-sized).
+
+Idle periods are ignored: they would teach that a replica can only carry the little it was given.
+The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_CHANGE` per tick) and, when a prior
+exists, stays within a factor `PRIOR_SPAN` of it.
 """
 
 from __future__ import annotations
 
+import enum
+import math
+
 from inferscale.scaling import signals
 from inferscale.scaling.signals import ceil_count
-from inferscale.scaling.types import Observation, Policy, Reason, Recommendation
+from inferscale.scaling.types import MetricsState, Observation, Policy, Reason, Recommendation, ScalerState
 
 HEADROOM = 0.85
 ALPHA = 0.1
@@ -44,6 +61,32 @@ def recommend(
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
+def _usable(prior: float | None) -> float | None:
+    return prior if prior is not None and prior > 0 and math.isfinite(prior) else None
+
+
+def estimate(state: ScalerState, prior: float | None) -> tuple[float | None, bool]:
+    """The per-replica capacity to size with, and whether it is learned (see the module docstring)."""
+    prior = _usable(prior)
+    if prior is not None and state.capacity_factor is not None:
+        return prior * state.capacity_factor, True
+    if state.capacity_rps is not None:
+        return state.capacity_rps, True
+    return prior, False
+
+
+def learned_state(state: ScalerState, prior: float | None, rate: float) -> tuple[float, float | None]:
+    """The (capacity_rps, capacity_factor) pair to remember after learning `rate`."""
+    prior = _usable(prior)
+    return rate, (rate / prior if prior is not None else state.capacity_factor)
+
+
+class Evidence(enum.Enum):
+    AT_CAPACITY = "at capacity"  # the rate is the capacity: move toward it
+    LOWER_BOUND = "lower bound"  # capacity is at least the rate
+    UPPER_BOUND = "upper bound"  # capacity at the SLO is below the rate
+
+
 def backlogged(obs: Observation, policy: Policy) -> bool:
     """A backlog at the policy's own queue set-point. A waiting request or two per replica is not one:
     at hundreds of short requests per second, requests that arrive during a step wait for the next
@@ -63,24 +106,31 @@ def saturated(obs: Observation, policy: Policy) -> bool:
     return signals.loaded(obs.kv_cache_utilization, policy.target_kv_cache, backlogged(obs, policy))
 
 
-def learn(
-    estimate: float | None,
-    prior: float | None,
-    request_rate: float,
-    ready: int,
-    kv: float | None,
-    target_kv: float,
-    queued: bool,
-) -> float:
-    """The next capacity estimate after one loaded, SLO-compliant observation."""
+def evidence(obs: Observation, policy: Policy, slo_met: bool | None) -> Evidence | None:
+    """What this tick says about capacity at the SLO, or None when it says nothing."""
+    if obs.state is not MetricsState.COMPLETE or not obs.request_rate or obs.ready_replicas < 1:
+        return None  # partial data, or a queue with nothing finishing (stuck, not a capacity figure)
+    if slo_met:
+        if backlogged(obs, policy):
+            return Evidence.AT_CAPACITY
+        if saturated(obs, policy):
+            return Evidence.LOWER_BOUND
+        return None
+    delay = signals.queue_delay(obs.waiting, obs.request_rate)
+    slo = policy.slo_ttft_p95
+    if slo_met is False and delay is not None and slo is not None and backlogged(obs, policy):
+        return Evidence.UPPER_BOUND if delay > signals.BURST_DRAIN_SLO_FRACTION * slo else None
+    return None
+
+
+def learn(estimate: float | None, prior: float | None, request_rate: float, ready: int, kind: Evidence) -> float:
+    """The next capacity estimate after one informative observation (see `evidence`)."""
     sample = request_rate / ready
-    if queued:
-        pass  # a queue is forming: the replicas already give all they have, whatever their KV usage
-    elif kv is not None and kv > 0:
-        sample *= min(max(target_kv / kv, 1.0), 1.0 / signals.LOADED_KV_FRACTION)
     old = estimate if estimate is not None else prior
     if old is None:
         return sample
+    if (kind is Evidence.LOWER_BOUND and sample <= old) or (kind is Evidence.UPPER_BOUND and sample >= old):
+        return old  # a bound on the right side of the estimate says nothing new
     step = min(max(ALPHA * (sample - old), -MAX_CHANGE * old), MAX_CHANGE * old)
     new = old + step
     if prior is not None:

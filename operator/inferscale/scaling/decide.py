@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from inferscale.scaling import capacity, guards, signals
 from inferscale.scaling.durations import format_duration
@@ -132,10 +133,9 @@ def _signals(
                 recs.append((latency, latency.replicas))
             elif latency is not None:
                 remarks.append(latency)
-    per_replica = state.capacity_rps if state.capacity_rps is not None else policy.capacity_prior_rps
+    per_replica, learned = capacity.estimate(state, policy.capacity_prior_rps)
     demand = _max_known(fc.rps, obs.request_rate)
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
-        learned = state.capacity_rps is not None
         recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
     return recs, remarks
 
@@ -193,7 +193,7 @@ def _hold(
         slo_met=None,
         forecast_rps=fc.rps,
         horizon=fc.horizon,
-        state=_next_state(state, policy, now, history, replicas, current, reason, state.capacity_rps),
+        state=_next_state(state, policy, now, history, replicas, current, reason),
         forecast_method=fc.method if fc.rps is not None else None,
     )
 
@@ -266,23 +266,15 @@ def _decide(
     message = "; ".join([winner.message, *notes, *remarks])
 
     slo_met = _slo_met(obs, policy)
-    capacity_rps = state.capacity_rps
-    if (
-        slo_met
-        and obs.state is MetricsState.COMPLETE
-        and obs.request_rate  # a queue with nothing finishing is stuck, not a capacity figure
-        and obs.ready_replicas >= 1
-        and capacity.saturated(obs, policy)
-    ):
-        capacity_rps = capacity.learn(
-            capacity_rps,
-            policy.capacity_prior_rps,
-            obs.request_rate,
-            obs.ready_replicas,
-            obs.kv_cache_utilization,
-            policy.target_kv_cache,
-            capacity.backlogged(obs, policy),
+    learned_state = state
+    kind = capacity.evidence(obs, policy, slo_met)
+    if kind is not None and obs.request_rate is not None:
+        old, learned = capacity.estimate(state, policy.capacity_prior_rps)
+        rate = capacity.learn(
+            old if learned else None, policy.capacity_prior_rps, obs.request_rate, obs.ready_replicas, kind
         )
+        rps, factor = capacity.learned_state(state, policy.capacity_prior_rps, rate)
+        learned_state = replace(state, capacity_rps=rps, capacity_factor=factor)
 
     all_recs = (*recs, floor_rec) if floor_rec else tuple(recs)
     return Decision(
@@ -296,9 +288,7 @@ def _decide(
         slo_met=slo_met,
         forecast_rps=fc.rps,
         horizon=fc.horizon,
-        state=_next_state(
-            state, policy, now, (*history, TimedReplicas(now, desired)), n, current, reason, capacity_rps
-        ),
+        state=_next_state(learned_state, policy, now, (*history, TimedReplicas(now, desired)), n, current, reason),
         forecast_method=fc.method if fc.rps is not None else None,
     )
 
@@ -312,7 +302,7 @@ def _consolidate(obs: Observation, policy: Policy, state: ScalerState, n: int, c
     waiting = None
     if obs.waiting is not None and k >= 1:
         waiting = obs.waiting + (ready - k) * policy.target_waiting_per_replica
-    per_replica = state.capacity_rps if state.capacity_rps is not None else policy.capacity_prior_rps
+    per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
     load = guards.Load(kv_total, obs.kv_cache_utilization_max, waiting, obs.request_rate, per_replica)
     needed = guards.consolidation_floor(load, policy.target_kv_cache, policy.target_waiting_per_replica, current)
     if needed is None or needed[0] <= n:
@@ -330,7 +320,6 @@ def _next_state(
     replicas: int,
     current: int,
     reason: Reason,
-    capacity_rps: float | None,
 ) -> ScalerState:
     window = max(policy.scale_up.stabilization_window, policy.scale_down.stabilization_window)
     events = state.scale_events
@@ -341,5 +330,6 @@ def _next_state(
         recommendations=prune_recommendations(history, now, window),
         scale_events=prune_events(events, now, period),
         time_to_ready=state.time_to_ready,
-        capacity_rps=capacity_rps,
+        capacity_rps=state.capacity_rps,
+        capacity_factor=state.capacity_factor,
     )

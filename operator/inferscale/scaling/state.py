@@ -28,6 +28,8 @@ def state_to_status(state: ScalerState) -> dict[str, Any]:
         out["timeToReady"] = state.time_to_ready
     if _known(state.capacity_rps):
         out["capacityRps"] = state.capacity_rps
+    if _known(state.capacity_factor):
+        out["capacityFactor"] = state.capacity_factor
     return out
 
 
@@ -52,6 +54,7 @@ def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
         scale_events=tuple(sorted(events, key=lambda e: e.at)),
         time_to_ready=_non_negative(obj.get("timeToReady")),
         capacity_rps=_non_negative(obj.get("capacityRps")),
+        capacity_factor=_non_negative(obj.get("capacityFactor")),
     )
 
 

@@ -132,6 +132,9 @@ class ScalerState:
     scale_events: tuple[ScaleEvent, ...] = ()  # recent actions, for rate limits and history
     time_to_ready: float | None = None  # measured seconds from pod creation to Ready
     capacity_rps: float | None = None  # learned per-replica request rate at the SLO
+    # the learned rate over the prior's at the same tick's request lengths: sizing uses prior x factor,
+    # so a change of lengths (which the prior follows) is not mistaken for a change of capacity
+    capacity_factor: float | None = None
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ states = st.builds(
     ).map(lambda xs: tuple(sorted(xs, key=lambda e: e.at))),
     time_to_ready=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
     capacity_rps=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
+    capacity_factor=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e3)),
 )
 
 
@@ -42,6 +43,8 @@ def test_status_shape() -> None:
         "scaleEvents": [{"at": 10.0, "from": 2, "to": 3, "reason": "KVCacheSaturation"}],
         "timeToReady": 95.5,
     }
+    learned = state_to_status(ScalerState(capacity_rps=40.5, capacity_factor=0.9))
+    assert learned["capacityRps"] == 40.5 and learned["capacityFactor"] == 0.9
 
 
 @pytest.mark.parametrize("obj", [None, "garbage", 42, [], {}, {"recommendations": "x", "scaleEvents": 7}])
@@ -63,9 +66,10 @@ def test_bad_entries_are_dropped_and_good_ones_kept() -> None:
         "scaleEvents": [{"at": 3.0, "from": 1, "to": 2, "reason": "QueueBacklog"}, {"at": 4.0, "from": 1}],
         "timeToReady": -3,
         "capacityRps": "fast",
+        "capacityFactor": -1.0,
         "unknownField": {"x": 1},
     }
     state = state_from_status(obj)
     assert state.recommendations == (TimedReplicas(1.0, 4), TimedReplicas(5.0, 2))
     assert state.scale_events == (ScaleEvent(3.0, 1, 2, "QueueBacklog"),)
-    assert state.time_to_ready is None and state.capacity_rps is None
+    assert state.time_to_ready is None and state.capacity_rps is None and state.capacity_factor is None

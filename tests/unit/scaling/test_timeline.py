@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from tests.unit.scaling.helpers import observe, policy, run_fleet
 
 from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, Schedule, decide
@@ -114,17 +115,31 @@ def test_capacity_is_learned_only_from_loaded_slo_compliant_ticks() -> None:
     assert 1.0 < loaded.state.capacity_rps <= 1.1  # moved toward 2 req/s per replica, by a bounded step
 
 
-def test_a_queue_teaches_the_observed_rate_not_a_kv_extrapolation() -> None:
-    # 4 replicas finish 8 req/s with a backlog (4 per replica, the policy's set-point) at KV 40%: they
-    # give all they have (2 req/s each), so the estimate moves toward 2, not toward 2 x 0.8 / 0.4.
+def test_a_queue_teaches_the_observed_rate_and_kv_only_a_lower_bound() -> None:
+    # 4 replicas finish 8 req/s with a backlog (4 per replica, the policy's set-point, 2 s of queue)
+    # at KV 40%: they give all they have (2 req/s each), so the estimate moves toward 2.
     pol = policy(capacity_prior_rps=3.0)
     obs = observe(4, kv=0.4, waiting=16.0, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02)
     d = decide(obs, pol, ScalerState(), 0.0)
     assert d.state.capacity_rps is not None and 2.7 <= d.state.capacity_rps < 3.0
-    no_queue = decide(observe(4, kv=0.7, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02), pol, ScalerState(), 0.0)
-    assert no_queue.state.capacity_rps is not None and no_queue.state.capacity_rps < 3.0
-    more = decide(observe(4, kv=0.7, request_rate=11.0, ttft_p95=0.3, itl_mean=0.02), pol, ScalerState(), 0.0)
-    assert more.state.capacity_rps is not None and more.state.capacity_rps > 3.0  # 2.75 x 0.8/0.7 = 3.14
+    assert d.state.capacity_factor == pytest.approx(d.state.capacity_rps / 3.0)
+    # KV near target without a backlog: the rate carried is a lower bound, never extrapolated to the
+    # KV target (near compute saturation KV grows much faster than the rate).
+    for rate, expected in ((8.0, 3.0), (11.0, 3.0), (14.0, 3.0 + 0.1 * 0.5)):
+        obs = observe(4, kv=0.7, request_rate=rate, ttft_p95=0.3, itl_mean=0.02)
+        assert decide(obs, pol, ScalerState(), 0.0).state.capacity_rps == pytest.approx(expected)
+
+
+def test_a_breach_behind_a_backlog_lowers_the_estimate_it_cannot_raise() -> None:
+    pol = policy(capacity_prior_rps=3.0)
+    # 40 waiting at 8 req/s is 5 s of queue, TTFT 2 s: 2 req/s per replica is all they give, and it misses.
+    over = observe(4, kv=0.9, waiting=40.0, request_rate=8.0, ttft_p95=2.0, itl_mean=0.02)
+    assert decide(over, pol, ScalerState(), 0.0).state.capacity_rps == pytest.approx(3.0 - 0.1 * 1.0)
+    faster = observe(4, kv=0.9, waiting=40.0, request_rate=16.0, ttft_p95=2.0, itl_mean=0.02)
+    assert decide(faster, pol, ScalerState(), 0.0).state.capacity_rps == pytest.approx(3.0)
+    # A breach without a backlog (long prompts' prefill) says nothing about capacity.
+    prefill = observe(4, kv=0.1, waiting=1.0, request_rate=8.0, ttft_p95=2.0, itl_mean=0.02)
+    assert decide(prefill, pol, ScalerState(), 0.0).state.capacity_rps is None
 
 
 def test_a_few_waiting_at_low_kv_teach_nothing() -> None:
