@@ -19,6 +19,7 @@ from typing import Any
 
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
+from inferscale.adapters.workload import parse_time
 from inferscale.handlers import metrics
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
@@ -47,6 +48,20 @@ class Tick:
             for pod in pods:
                 for k, v in ((pod.get("metadata") or {}).get("labels") or {}).items():
                     index.setdefault((ns, k, v), []).append(pod)
+        return index
+
+    @cached_property
+    def services_by_target(self) -> dict[tuple[str, str], list[tuple[float, str, str]]]:
+        """(namespace, Deployment) -> (created, name, uid) of every InferenceService scaling it."""
+        index: dict[tuple[str, str], list[tuple[float, str, str]]] = {}
+        for svc in self.services:
+            meta, spec = svc.get("metadata") or {}, svc.get("spec") or {}
+            ref = spec.get("scaleTargetRef")
+            target = ref.get("name") if isinstance(ref, dict) else (meta.get("name") if spec.get("template") else None)
+            if target:
+                created = parse_time(meta.get("creationTimestamp")) or 0.0
+                key = (str(meta.get("namespace", "")), str(target))
+                index.setdefault(key, []).append((created, str(meta.get("name")), str(meta.get("uid"))))
         return index
 
     def candidate_pods(self, namespace: str, selector: Mapping[str, Any] | None) -> list[Obj]:

@@ -170,17 +170,11 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
     """Older InferenceServices on the same target win; this one stands down."""
     meta = body.get("metadata") or {}
     mine = (parse_time(meta.get("creationTimestamp")) or 0.0, str(meta.get("name")))
-    found = []
-    for other in tick.services:
-        om = other.get("metadata") or {}
-        if om.get("namespace") != meta.get("namespace") or om.get("uid") == meta.get("uid"):
-            continue
-        spec = other.get("spec") or {}
-        ref = (spec.get("scaleTargetRef") or {}).get("name") or (om.get("name") if spec.get("template") else None)
-        theirs = (parse_time(om.get("creationTimestamp")) or 0.0, str(om.get("name")))
-        if ref == target and theirs < mine:
-            found.append(f"InferenceService/{om.get('name')}")
-    return found
+    return [
+        f"InferenceService/{name}"
+        for created, name, uid in tick.services_by_target.get((str(meta.get("namespace", "")), target), ())
+        if uid != meta.get("uid") and (created, name) < mine
+    ]
 
 
 def _history(rt: Runtime, ns: str, model: str) -> list[RateSample]:

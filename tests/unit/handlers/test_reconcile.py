@@ -159,3 +159,17 @@ async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
 async def test_garbage_in_status_does_not_crash(status: dict[str, Any]) -> None:
     kube = FakeKube()
     assert await reconcile(runtime(kube), tick(), svc(GOOD, status)) is not None
+
+
+async def test_the_older_of_two_services_on_one_target_wins() -> None:
+    older = svc(GOOD)
+    newer = svc({**GOOD, "replicas": {"min": 3, "max": 4}})
+    newer["metadata"] = {**newer["metadata"], "name": "llm-2", "uid": "u2", "creationTimestamp": "2026-02-01T00:00:00Z"}
+    t = tick(services=[older, newer])
+    kube = FakeKube()
+    await reconcile(runtime(kube), t, newer)
+    conflict = next(c for c in kube.statuses()[0]["conditions"] if c["type"] == "Conflict")
+    assert conflict["status"] == "True" and "InferenceService/llm" in conflict["message"] and kube.scales() == []
+    kube = FakeKube()
+    await reconcile(runtime(kube), t, older)
+    assert all(c["status"] == "False" for c in kube.statuses()[0]["conditions"] if c["type"] == "Conflict")
