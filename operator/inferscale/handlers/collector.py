@@ -28,6 +28,16 @@ Selector = tuple[tuple[str, str], ...]
 Obj = dict[str, Any]
 
 
+def slim(obj: Obj, plural: str) -> Obj:
+    """What a tick keeps of a listed object: managedFields and, for pods, everything but identity and
+    readiness are dropped, so a thousand services' pods do not sit in memory as full objects."""
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    if plural == "pods":
+        status = obj.get("status") or {}
+        return {"metadata": meta, "status": {"phase": status.get("phase"), "conditions": status.get("conditions")}}
+    return {**obj, "metadata": meta}
+
+
 @dataclass
 class Tick:
     at: float
@@ -121,6 +131,7 @@ class Collector:
         for i, items in enumerate(results):
             plural = kinds[i % len(kinds)][1]
             for obj in items:
+                obj = slim(obj, plural)
                 meta = obj.get("metadata") or {}
                 ns = str(meta.get("namespace", ""))
                 if plural == "deployments":
