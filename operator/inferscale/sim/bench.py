@@ -256,7 +256,7 @@ def _verdict(results: dict[str, RunResult], slo_ttft: float) -> list[str]:
     out = [
         f"- attainment {_pct(s.slo_attainment)} (goal ≥ {100 * GOAL_ATTAINMENT:.0f}%): "
         f"{'met' if s.slo_attainment >= GOAL_ATTAINMENT else '**missed**'}",
-        f"- GPU-hours {'–' if math.isnan(ratio) else f'{ratio:.2f}'}× the oracle (goal ≤ {GOAL_GPU_RATIO}×): "
+        f"- GPU-hours {'–' if math.isnan(ratio) else f'{ratio:.3f}'}× the oracle (goal ≤ {GOAL_GPU_RATIO}×): "
         f"{'met' if ratio <= GOAL_GPU_RATIO else '**missed**'}",
     ]
     beaten = []
@@ -326,7 +326,7 @@ def write_report(
         mode = "fluid, 14 days" if run.fluid_full else "request-level"
         lines.append(
             f"| inferscale ≥ 99% attainment at ≤ 1.15× oracle GPU-h, ahead of every baseline — {run.name} ({mode}) "
-            f"| {_pct(me.scores.slo_attainment)} at {_ratio(me, res):.2f}× |"
+            f"| {_pct(me.scores.slo_attainment)} at {_ratio(me, res):.3f}× |"
         )
     lines.append(f"| simulator ≥ {GOAL_SPEED:,.0f} requests/s on one core | {speed[0]:,.0f} requests/s ({speed[1]}) |")
     for run in runs:
@@ -390,12 +390,14 @@ def write_report(
 def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
     lines = [f"## {run.name}", ""]
     mi, mo = run.mean_lengths
-    lines.append(
-        f"Format {run.fmt}; rate ×{run.rate_scale:.3g}; mean input {mi:,.0f} / output {mo:,.0f} tokens. "
-        f"{_pct(run.hopeless)} of the request-level replay's requests miss the TTFT target even alone on an idle "
-        "replica (prompt too long to prefill in time): no policy can exceed "
-        f"{_pct(1 - run.hopeless)} attainment here."
-    )
+    line = f"Format {run.fmt}; rate ×{run.rate_scale:.3g}; mean input {mi:,.0f} / output {mo:,.0f} tokens."
+    if run.hopeless > 0:
+        line += (
+            f" {_pct(run.hopeless)} of the request-level replay's requests miss the TTFT target even alone on an "
+            f"idle replica (prompt too long to prefill in time): no policy can exceed {_pct(1 - run.hopeless)} "
+            "attainment here."
+        )
+    lines.append(line)
     if run.fluid_full:
         lines += [
             "",
