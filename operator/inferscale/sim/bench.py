@@ -312,6 +312,11 @@ def write_report(
         "- Request-level = the event-to-event vLLM engine per replica (continuous batching, chunked prefill, "
         "KV preemption) behind a least-outstanding-requests router, observed through a 5-s scrape model. "
         "Fluid = the aggregate mode (`sim/fluid.py`) used for the 14-day ServeGen replays.",
+        "- ServeGen curves are piecewise constant per 10-minute window (as published and as the loader generates "
+        "them), so the rate can jump several-fold at a window boundary: a policy that reacts to load instead of "
+        "forecasting it is late by a full time-to-ready at every such jump.",
+        "- Policies run from the working tree at the time of the run; the baselines are implemented from their "
+        "documented formulas and defaults (`sim/policies/`).",
         "",
         "## Goals",
         "",
