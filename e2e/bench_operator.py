@@ -16,6 +16,7 @@ import json
 import os
 import pathlib
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -96,8 +97,9 @@ class FleetExporter:
         while not self.stop_event.is_set():
             try:
                 items = self.cluster.kubectl_json("get", "pods", "-n", self.ns)["items"]
-            except AssertionError:
-                items = []
+            except (AssertionError, subprocess.TimeoutExpired):  # an overloaded API server: try again
+                self.stop_event.wait(2.0)
+                continue
             ready = {}
             for p in items:
                 conds = {c["type"]: c["status"] for c in p.get("status", {}).get("conditions", [])}
