@@ -67,7 +67,8 @@ def max_concurrency(profile: ReplicaProfile, input_tokens: float, output_tokens:
     return min(profile.max_num_seqs, profile.kv_capacity_tokens // (blocks * profile.block_size))
 
 
-def _hard_limit(profile: ReplicaProfile, i: float, o: float) -> tuple[int, str]:
+def hard_limit(profile: ReplicaProfile, i: float, o: float) -> tuple[int, str]:
+    """Concurrency one replica can hold at these lengths, and which limit binds (for the fluid simulator too)."""
     limits = [
         (float(profile.max_num_seqs), "max_num_seqs"),
         (KV_HEADROOM * profile.kv_capacity_tokens / (i + o), "kv_cache"),
@@ -77,7 +78,7 @@ def _hard_limit(profile: ReplicaProfile, i: float, o: float) -> tuple[int, str]:
     return math.floor(value), reason
 
 
-class _Queue:
+class ReplicaQueue:
     """The birth-death chain of one replica at fixed lengths; `at(rate)` evaluates it for an arrival rate."""
 
     def __init__(self, profile: ReplicaProfile, i: float, o: float, servers: int) -> None:
@@ -132,10 +133,10 @@ def operating_point(
     _check_slo("slo_ttft", slo_ttft)
     _check_slo("slo_itl", slo_itl)
     i, o = float(input_tokens), float(output_tokens)
-    servers, hard_reason = _hard_limit(profile, i, o)
+    servers, hard_reason = hard_limit(profile, i, o)
     if servers < 1:
         return OperatingPoint(0.0, 0.0, math.inf, math.inf, "unattainable")
-    queue = _Queue(profile, i, o, servers)
+    queue = ReplicaQueue(profile, i, o, servers)
     peak = float(queue.mu[-1])
 
     def violated(rate: float) -> str | None:

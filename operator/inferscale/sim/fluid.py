@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 
 from inferscale.perf import ReplicaProfile, operating_point
-from inferscale.perf.capacity import _hard_limit, _Queue
+from inferscale.perf.capacity import ReplicaQueue, hard_limit
 from inferscale.scaling.types import MetricsState, Observation, RateSample
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.run import RunConfig, RunResult, Timeline
@@ -82,8 +82,8 @@ class _Table:
 @lru_cache(maxsize=2048)
 def _table(profile: ReplicaProfile, input_tokens: float, output_tokens: float) -> _Table:
     peak = operating_point(profile, input_tokens, output_tokens, None, None)
-    servers, _ = _hard_limit(profile, input_tokens, output_tokens)
-    queue = _Queue(profile, input_tokens, output_tokens, max(servers, 1))
+    servers, _ = hard_limit(profile, input_tokens, output_tokens)
+    queue = ReplicaQueue(profile, input_tokens, output_tokens, max(servers, 1))
     fractions = 1.0 - np.geomspace(1.0, 1e-3, _POINTS)  # 0 .. 0.999 of saturation
     rates = fractions * peak.rate_rps
     rates[0] = peak.rate_rps * 1e-6
