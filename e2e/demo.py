@@ -6,7 +6,7 @@
 3. a vLLM Deployment whose pods take 60-120 s to become Ready, and an InferenceService for it;
 4. the operator, run out of cluster with the chart's ServiceAccount token (the pods of simulated
    nodes run nothing), and `inferscale emulate`: one simulated engine per Ready pod, replaying the
-   first day of a production model's traffic (ServeGen m-small) compressed to five minutes;
+   Azure LLM conversation trace (58 minutes of production traffic) compressed to five minutes;
 5. a live view, then a summary: SLO attainment and GPU-hours against static peak provisioning,
    written to .demo/summary.json and .demo/timeline.png.
 """
@@ -28,8 +28,9 @@ OUT = REPO / ".demo"
 VENV = REPO / ".venv" / "bin"
 NS = "demo"
 RELEASE_NS = "inferscale-system"
-# A production model's day of traffic (ServeGen m-small): load triples from night to evening.
-TRACE = REPO.parent / "shared" / "traces" / "m-small_aggregate_10min.csv"
+# An hour of a production conversation service (Azure, Splitwise): a slow hump of +60% and back.
+TRACE = REPO.parent / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
+INITIAL_REPLICAS = 4
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
 
@@ -55,7 +56,7 @@ def deployment(ready_delay: str, ready_jitter: str) -> dict[str, Any]:
         "kind": "Deployment",
         "metadata": {"name": "llama-8b", "namespace": NS},
         "spec": {
-            "replicas": 2,
+            "replicas": INITIAL_REPLICAS,
             "selector": {"matchLabels": {"app": "llama-8b"}},
             "template": {
                 "metadata": {
@@ -201,8 +202,8 @@ def plot(summary: dict[str, Any], history: list[dict[str, Any]], path: pathlib.P
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--time-scale", type=float, default=288.0, help="trace compression (288: a day in 5 min)")
-    parser.add_argument("--rate-scale", type=float, default=0.8, help="request-rate multiplier")
+    parser.add_argument("--time-scale", type=float, default=12.0, help="trace compression (12: 58 min in ~5 min)")
+    parser.add_argument("--rate-scale", type=float, default=2.0, help="request-rate multiplier")
     parser.add_argument("--duration", default="300s", help="replay length after compression")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
@@ -241,11 +242,11 @@ def main() -> int:
     sh("kubectl", "apply", "-f", "-", input=json.dumps(deployment("60s", "120s")), env=env)
     sh("kubectl", "apply", "-f", "-", input=json.dumps(service()), env=env)
 
-    print("   waiting for the first 2 replicas to load the model (60-120 s, as a real vLLM pod)")
+    print(f"   waiting for the first {INITIAL_REPLICAS} replicas to load the model (60-120 s, as a real vLLM pod)")
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         dep = json.loads(sh("kubectl", "get", "deployment", "llama-8b", "-n", NS, "-o", "json", env=env))
-        if (dep.get("status") or {}).get("readyReplicas", 0) >= 2:
+        if (dep.get("status") or {}).get("readyReplicas", 0) >= INITIAL_REPLICAS:
             break
         time.sleep(2)
     print("== 4/5 operator (as the chart's ServiceAccount) and emulator (one simulated engine per Ready pod)")
