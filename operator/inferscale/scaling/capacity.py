@@ -33,14 +33,13 @@ import enum
 import math
 
 from inferscale.scaling import signals
-from inferscale.scaling.signals import ceil_count
+from inferscale.scaling.signals import MAX_COUNT, ceil_count
 from inferscale.scaling.types import MetricsState, Observation, Policy, Reason, Recommendation, ScalerState
 
 HEADROOM = 0.85
 ALPHA = 0.1
 MAX_CHANGE = 0.1  # fraction of the current estimate per update
 PRIOR_SPAN = 4.0
-MAX_COUNT = 1e15  # replicas: beyond any fleet; max_replicas clamps it later
 
 
 def recommend(

@@ -74,8 +74,10 @@ def decide(
 
 
 def _horizon(policy: Policy, state: ScalerState) -> float:
-    if not policy.predictive:
-        return 0.0
+    return _time_to_ready(policy, state) if policy.predictive else 0.0
+
+
+def _time_to_ready(policy: Policy, state: ScalerState) -> float:
     measured = state.time_to_ready
     if measured is not None and math.isfinite(measured) and measured >= 0:
         return measured
@@ -111,6 +113,8 @@ def _signals(
         obs.waiting, obs.request_rate, policy.slo_ttft_p95, policy.target_waiting_per_replica, ready
     )
     is_loaded = signals.loaded(obs.kv_cache_utilization, policy.target_kv_cache, backlog)
+    # a backlog drained within one time-to-ready: replicas ordered now arrive only after that
+    need = signals.backlog_need(obs.waiting, obs.request_rate, ready, fc.rps, _time_to_ready(policy, state))
     if k >= 1:
         if obs.kv_cache_utilization is not None:
             usage = signals.Usage(obs.kv_cache_utilization * k, k, ready)
@@ -122,7 +126,8 @@ def _signals(
             rec, ratio = signals.queue(
                 obs.waiting, usage, policy.target_waiting_per_replica, tol, current, drain, policy.slo_ttft_p95
             )
-            recs.append((rec, ratio.raw))
+            capped = signals.behind_pending(rec, current, obs.pending_replicas, need, ready)
+            recs.append((capped, ratio.raw if capped is rec else capped.replicas))
     for reason, observed, slo in (
         (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95),
         (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean),
@@ -130,6 +135,7 @@ def _signals(
         if observed is not None and slo is not None:
             latency = signals.slo(reason, observed, slo, ready, current, is_loaded)
             if isinstance(latency, Recommendation):
+                latency = signals.behind_pending(latency, current, obs.pending_replicas, need, ready)
                 recs.append((latency, latency.replicas))
             elif latency is not None:
                 remarks.append(latency)

@@ -12,7 +12,7 @@ the ready ones are over target. The queue signal is capped at `MAX_STEP` x the r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferscale.scaling.types import Reason, Recommendation
 
@@ -39,6 +39,7 @@ LOADED_DELAY_SLO_FRACTION = 0.25
 # scrapes of 50-130 waiting at 330-600 req/s (0.15-0.26 s of work) each doubled the fleet for the
 # time-to-ready plus the scale-down window.
 BURST_DRAIN_SLO_FRACTION = 1.0
+MAX_COUNT = 1e15  # replicas: beyond any fleet; max_replicas clamps it later
 EPSILON = 1e-9  # float noise must not add a replica: 2 x 0.4 / 0.8 is 1.0000000000000002
 
 
@@ -126,6 +127,7 @@ def queue(
     `BURST_DRAIN_SLO_FRACTION` of the TTFT SLO holds the current count (a burst), and a longer one
     asks for at most drain / that budget times the ready replicas: a queue half again the budget
     needs half again the replicas, not the multiple its count per replica says."""
+
     # the backlog's drain time in units of the burst budget; None when either is unknown
     delay = drain / (BURST_DRAIN_SLO_FRACTION * slo_ttft) if drain is not None and slo_ttft else None
     r = hpa_ratio(usage, target, tolerance, current, MAX_STEP)
@@ -140,6 +142,37 @@ def queue(
             message = f"{head} → {r.replicas} (drains in {drain:.2f}s, {delay:.2f}x the TTFT SLO)"
             return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
     return Recommendation(Reason.QUEUE, r.replicas, waiting, target, f"{head}{_outcome(r, tolerance, current)}"), r
+
+
+def behind_pending(rec: Recommendation, current: int, pending: int, need: int | None, ready: int = 0) -> Recommendation:
+    """An overload signal (queue, latency) while replicas are pending asks beyond `current` only up
+    to the larger of `need` (see `backlog_need`) and the doubling of the ready replicas less those
+    pending: the pending are supply on the way, so one backlog orders its replicas once instead of
+    again each time a pending replica turns Ready (a ServeGen replay went 22 -> 75 that way, the
+    backlog draining no sooner)."""
+    step = ceil_count(MAX_STEP * ready) - pending
+    if pending <= 0 or need is None or rec.replicas <= max(current, need, step):
+        return rec
+    n = max(current, need, step)
+    outcome = f"hold {current}" if n == current else f"{n}"
+    head = rec.message.split(" → ")[0]
+    message = f"{head}; with {pending} pending, {need} drain the backlog within a time-to-ready → {outcome}"
+    return replace(rec, replicas=n, message=message)
+
+
+def backlog_need(
+    waiting: float | None, completion_rate: float | None, ready: int, arrival: float | None, horizon: float
+) -> int | None:
+    """Replicas that keep up with arrivals and drain `waiting` within `horizon` seconds, each doing
+    what a ready replica completes now (behind a backlog, replicas run at capacity); None when
+    unknown. Arrivals are at least the completion rate: a backlog means more arrive than finish."""
+    if waiting is None or completion_rate is None or completion_rate <= 0 or ready < 1 or horizon <= 0:
+        return None
+    per_replica = completion_rate / ready
+    if per_replica <= 0:  # a rate too small to divide by (the float underflows) completes nothing
+        return None
+    inflow = max(completion_rate, arrival) if arrival is not None else completion_rate
+    return ceil_count(min((inflow + waiting / horizon) / per_replica, MAX_COUNT))
 
 
 def queued(waiting: float | None, target_waiting: float, ready: int) -> bool:

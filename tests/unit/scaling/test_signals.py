@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from tests.unit.scaling.helpers import observe, policy
 
-from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, decide, signals
+from inferscale.scaling import MetricsState, Reason, Recommendation, ScalerState, ScaleRule, decide, signals
 from inferscale.scaling.signals import Usage, hpa_ratio
 
 # No stabilization, no rate limits: these tables test the signals alone.
@@ -234,3 +234,25 @@ def test_a_queue_over_target_that_drains_within_the_ttft_slo_is_a_burst_and_hold
     # Without a completion rate the drain time is unknown: the set-point rules.
     unknown = decide(observe(8, kv=0.1, waiting=121.0), pol, ScalerState(), 0.0)
     assert rec(unknown, Reason.QUEUE).replicas == 16  # type: ignore[attr-defined]
+
+
+def test_backlog_need_keeps_up_with_arrivals_and_drains_the_queue_within_the_horizon() -> None:
+    # 10 ready finish 100 req/s (10 each); 150 arrive; 12,000 waiting drain over 240 s at 50 req/s.
+    assert signals.backlog_need(12_000.0, 100.0, 10, 150.0, 240.0) == 20
+    # a backlog means at least the completion rate arrives, whatever a stale forecast says
+    assert signals.backlog_need(0.0, 100.0, 10, 50.0, 240.0) == 10
+    assert signals.backlog_need(0.0, 100.0, 10, None, 240.0) == 10
+    unknown: list[tuple[float | None, float | None, int]] = [(None, 100.0, 10), (10.0, None, 10), (10.0, 0.0, 10)]
+    for waiting, rate, ready in [*unknown, (10.0, 100.0, 0)]:
+        assert signals.backlog_need(waiting, rate, ready, 150.0, 240.0) is None
+
+
+def test_pending_replicas_absorb_an_overload_ask_up_to_what_drains_the_backlog() -> None:
+    ask = Recommendation(Reason.QUEUE, 42, 900.0, 4.0, "900 waiting on 21 ready replicas → 42")
+    # 36 on the way (15 pending); 24 drain the backlog; doubling 21 ready less 15 pending is 27
+    held = signals.behind_pending(ask, 36, 15, 24, 21)
+    assert held.replicas == 36 and held.signal is Reason.QUEUE and "hold 36" in held.message
+    assert signals.behind_pending(ask, 36, 15, 40, 21).replicas == 40  # the backlog needs more
+    assert signals.behind_pending(ask, 23, 5, 20, 18).replicas == 31  # a first ask: 2 x 18 less 5
+    assert signals.behind_pending(ask, 36, 0, 24, 21) is ask  # nothing pending: the ask stands
+    assert signals.behind_pending(ask, 36, 15, None, 21) is ask  # unknown need: the ask stands
