@@ -26,7 +26,9 @@ from typing import Any
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OUT = REPO / ".demo"
 VENV = REPO / ".venv" / "bin"
-NS = "demo"
+# A fresh namespace per run: Prometheus keeps earlier runs' series (the forecaster would read their
+# history as this service's) and Events outlive their objects.
+NS = f"demo-{time.strftime('%H%M%S')}"
 RELEASE_NS = "inferscale-system"
 # An hour of a production conversation service (Azure, Splitwise): a slow hump of +60% and back.
 TRACE = REPO.parent / "shared" / "traces" / "AzureLLMInferenceTrace_conv.csv"
@@ -218,7 +220,10 @@ def main() -> int:
     env["PATH"] = f"{env['E2E_BIN']}:{VENV}:{os.environ.get('PATH', '')}"
 
     print("== 2/5 helm install charts/inferscale (CRD, ServiceAccount, least-privilege RBAC)")
-    sh("kubectl", "create", "namespace", NS, check=False, env=env)
+    for old in sh("kubectl", "get", "namespaces", "-l", "inferscale.dev/demo", "-o", "name", env=env).split():
+        sh("kubectl", "delete", old, "--wait=false", check=False, env=env)
+    sh("kubectl", "create", "namespace", NS, env=env)
+    sh("kubectl", "label", "namespace", NS, "inferscale.dev/demo=true", env=env)
     sh(
         "helm",
         "upgrade",
@@ -238,7 +243,6 @@ def main() -> int:
     sh("kubectl", "scale", "deployment", "inferscale", "-n", RELEASE_NS, "--replicas=0", env=env)
 
     print(f"== 3/5 namespace {NS}: a vLLM Deployment (pods Ready after 60-120 s) and its InferenceService")
-    sh("kubectl", "delete", "inferenceservice,deployment", "--all", "-n", NS, "--wait=true", check=False, env=env)
     sh("kubectl", "apply", "-f", "-", input=json.dumps(deployment("60s", "120s")), env=env)
     sh("kubectl", "apply", "-f", "-", input=json.dumps(service()), env=env)
 
