@@ -205,7 +205,7 @@ def plot(summary: dict[str, Any], history: list[dict[str, Any]], path: pathlib.P
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--time-scale", type=float, default=12.0, help="trace compression (12: 58 min in ~5 min)")
-    parser.add_argument("--rate-scale", type=float, default=2.0, help="request-rate multiplier")
+    parser.add_argument("--rate-scale", type=float, default=1.5, help="request-rate multiplier")
     parser.add_argument("--duration", default="300s", help="replay length after compression")
     args = parser.parse_args()
     OUT.mkdir(exist_ok=True)
