@@ -24,15 +24,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(pytest.mark.skip(reason="INFERSCALE_SKIP_E2E is set: e2e tests skipped on request"))
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    if _SKIP:
-        return "e2e: SKIPPED (INFERSCALE_SKIP_E2E is set)"
-    kc = os.environ.get("KUBECONFIG")
-    if kc and os.path.abspath(kc) != str(E2E_DIR / "kubeconfig"):
-        return f"e2e: against the cluster in KUBECONFIG={kc}"
-    return "e2e: against the local stack (e2e/cluster.sh up; reused if running)"
-
-
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
     kc = os.environ.get("KUBECONFIG")

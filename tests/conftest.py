@@ -1,0 +1,18 @@
+"""Session-wide: the header says where the e2e tests run, or that they were skipped on request."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.e2e.cluster import E2E_DIR
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if os.environ.get("INFERSCALE_SKIP_E2E", "") not in ("", "0"):
+        return "e2e: SKIPPED (INFERSCALE_SKIP_E2E is set)"
+    kc = os.environ.get("KUBECONFIG")
+    if kc and os.path.abspath(kc) != str(E2E_DIR / "kubeconfig"):
+        return f"e2e: against the cluster in KUBECONFIG={kc}"
+    return "e2e: against the local stack (e2e/cluster.sh up; reused if running)"
