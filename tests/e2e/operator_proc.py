@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import pathlib
 import signal
 import socket
@@ -81,7 +80,3 @@ class OperatorProcess:
     def assert_no_tracebacks(self) -> None:
         text = self.output()
         assert "Traceback (most recent call last)" not in text, text[-4000:]
-
-
-def keep_log(op: OperatorProcess) -> str:
-    return f"operator log: {op.log} ({os.path.getsize(op.log)} bytes)"

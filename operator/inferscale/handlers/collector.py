@@ -28,6 +28,13 @@ Selector = tuple[tuple[str, str], ...]
 Obj = dict[str, Any]
 
 
+def selector_key(service: Obj) -> Selector:
+    """A service's extra PromQL label matchers (spec.metrics.selector) as a hashable key: services that
+    share one share the tick's queries."""
+    selector = ((service.get("spec") or {}).get("metrics") or {}).get("selector") or {}
+    return tuple(sorted((str(k), str(v)) for k, v in selector.items())) if isinstance(selector, dict) else ()
+
+
 def slim(obj: Obj, plural: str) -> Obj:
     """What a tick keeps of a listed object: managedFields and, for pods, everything but identity and
     readiness are dropped, so a thousand services' pods do not sit in memory as full objects."""
@@ -103,19 +110,12 @@ class Collector:
         self.interval = interval
         self.clock = clock
         self.log = logger or logging.getLogger("inferscale.collector")
-        self.selectors: dict[str, Selector] = {}  # service key -> its selector, registered by daemons
         self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         self._history_until: dict[Selector, float] = {}
         self.latest: Tick | None = None
         self.last_success: float | None = None
         self._cond = asyncio.Condition()
         self._seq = 0
-
-    def register(self, key: str, selector: Mapping[str, str]) -> None:
-        self.selectors[key] = tuple(sorted(selector.items()))
-
-    def forget(self, key: str) -> None:
-        self.selectors.pop(key, None)
 
     async def _lists(self, tick: Tick) -> None:
         scopes: list[str | None] = list(self.namespaces) if self.namespaces else [None]
@@ -146,7 +146,7 @@ class Collector:
                     tick.services.append(obj)
 
     async def _prometheus(self, tick: Tick) -> None:
-        selectors = set(self.selectors.values()) or {()}
+        selectors = {selector_key(svc) for svc in tick.services} or {()}
         snaps = await asyncio.gather(*(self.prom.snapshot(tick.at, dict(s)) for s in selectors))
         for sel, snap in zip(selectors, snaps, strict=True):
             tick.fleet[sel] = snap

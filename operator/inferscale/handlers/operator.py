@@ -63,11 +63,6 @@ class Loop:
 
     async def tick(self) -> None:
         tick = await self.collector.refresh()
-        for svc in tick.services:
-            spec = svc.get("spec") or {}
-            selector = (spec.get("metrics") or {}).get("selector") or {}
-            if isinstance(selector, dict):
-                self.collector.register(str((svc.get("metadata") or {}).get("uid")), selector)
         started = time.monotonic()
         sem = asyncio.Semaphore(64)
 

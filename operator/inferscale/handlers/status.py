@@ -7,10 +7,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from inferscale.adapters.workload import rfc3339
+from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer list fails the whole patch
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Decision, MetricsState, Observation
-
-HISTORY_LIMIT = 20
 
 
 @dataclass(frozen=True)
