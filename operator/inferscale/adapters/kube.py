@@ -12,7 +12,7 @@ import asyncio
 import json
 import os
 import ssl
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +21,7 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
 SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # a path, not a secret
+LIST_PAGE = 500  # client-go's pager default
 
 
 class KubeError(Exception):
@@ -95,6 +96,7 @@ class KubeApi:
         body: Any = None,
         content_type: str | None = None,
         params: Mapping[str, str] | None = None,
+        decode: bool = True,
     ) -> Any:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
@@ -117,31 +119,47 @@ class KubeApi:
                         except ValueError:
                             message = text
                         raise KubeError(resp.status, str(message)[:500])
-                    return json.loads(text) if text else None
+                    return json.loads(text) if text and decode else None
             except (aiohttp.ClientError, TimeoutError) as e:
                 raise KubeError(0, f"{type(e).__name__}: {e}") from e
 
-    async def list(self, group_version: str, plural: str, namespace: str | None = None) -> list[dict[str, Any]]:
+    async def list(
+        self,
+        group_version: str,
+        plural: str,
+        namespace: str | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> list[dict[str, Any]]:
         """All objects of a kind in one namespace or cluster-wide; [] when the kind is not served
-        (e.g. KEDA is not installed)."""
+        (e.g. KEDA is not installed). Read in pages of LIST_PAGE, as client-go's pager does, and each
+        page reduced by `keep` before the next is read, so a large fleet is never held as full objects."""
         base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
         path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
-        try:
-            answer = await self.request("GET", path)
-        except KubeError as e:
-            if e.status == 404:
-                return []
-            raise
-        items = answer.get("items", []) if isinstance(answer, dict) else []
-        return [i for i in items if isinstance(i, dict)]
+        out: list[dict[str, Any]] = []
+        token = ""
+        while True:
+            params = {"limit": str(LIST_PAGE), **({"continue": token} if token else {})}
+            try:
+                answer = await self.request("GET", path, params=params)
+            except KubeError as e:
+                if e.status == 404:
+                    return []
+                raise
+            if not isinstance(answer, dict):
+                return out
+            out.extend(keep(i) if keep else i for i in answer.get("items") or [] if isinstance(i, dict))
+            token = str((answer.get("metadata") or {}).get("continue") or "")
+            if not token:
+                return out
 
     async def get(self, path: str) -> dict[str, Any]:
         answer = await self.request("GET", path)
         return answer if isinstance(answer, dict) else {}
 
-    async def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        answer = await self.request("PATCH", path, body, "application/merge-patch+json")
-        return answer if isinstance(answer, dict) else {}
+    async def merge_patch(self, path: str, body: Mapping[str, Any], answer: bool = True) -> dict[str, Any]:
+        """`answer=False` skips decoding the object the server sends back (status writes never read it)."""
+        result = await self.request("PATCH", path, body, "application/merge-patch+json", decode=answer)
+        return result if isinstance(result, dict) else {}
 
     async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         answer = await self.request("POST", path, body, "application/json")

@@ -1,8 +1,9 @@
 """The tick: one batched read of the cluster and of Prometheus for every InferenceService.
 
-Each tick costs a fixed number of requests whatever the number of services: four Kubernetes
-lists per watched namespace (or four cluster-wide), the fixed PromQL set per distinct
-`spec.metrics.selector` (usually one), and one incremental range query for the rate history.
+Each tick costs a fixed number of requests whatever the number of services: five Kubernetes
+lists per watched namespace (or five cluster-wide, in pages of 500), the fixed PromQL set per
+distinct `spec.metrics.selector` (usually one; the default group runs alongside the lists), and
+one incremental range query for the rate history.
 Per-service daemons wait for the next tick and decide from it.
 """
 
@@ -14,7 +15,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from inferscale.adapters.kube import KubeApi, KubeError
@@ -35,13 +36,24 @@ def selector_key(service: Obj) -> Selector:
     return tuple(sorted((str(k), str(v)) for k, v in selector.items())) if isinstance(selector, dict) else ()
 
 
+_POD_META = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
+_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
+
+
 def slim(obj: Obj, plural: str) -> Obj:
-    """What a tick keeps of a listed object: managedFields and, for pods, everything but identity and
-    readiness are dropped, so a thousand services' pods do not sit in memory as full objects."""
-    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "managedFields"}
+    """What a tick keeps of a listed object: pods keep identity, labels and readiness only; other
+    kinds lose managedFields and kubectl's copy of the last applied object, so a thousand services
+    and their pods do not sit in memory as full objects."""
+    meta = obj.get("metadata") or {}
     if plural == "pods":
         status = obj.get("status") or {}
-        return {"metadata": meta, "status": {"phase": status.get("phase"), "conditions": status.get("conditions")}}
+        return {
+            "metadata": {k: meta[k] for k in _POD_META if k in meta},
+            "status": {"phase": status.get("phase"), "conditions": status.get("conditions")},
+        }
+    meta = {k: v for k, v in meta.items() if k != "managedFields"}
+    if _LAST_APPLIED in (meta.get("annotations") or {}):
+        meta["annotations"] = {k: v for k, v in meta["annotations"].items() if k != _LAST_APPLIED}
     return {**obj, "metadata": meta}
 
 
@@ -118,6 +130,7 @@ class Collector:
         self._seq = 0
 
     async def _lists(self, tick: Tick) -> None:
+        started = time.monotonic()
         scopes: list[str | None] = list(self.namespaces) if self.namespaces else [None]
         kinds = [
             ("apps/v1", "deployments"),
@@ -126,12 +139,16 @@ class Collector:
             ("keda.sh/v1alpha1", "scaledobjects"),
             ("inferscale.dev/v1alpha1", "inferenceservices"),
         ]
-        calls = [self.kube.list(gv, plural, ns) for ns in scopes for gv, plural in kinds]
-        results = await asyncio.gather(*calls)
+        calls = [
+            self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural)) for ns in scopes for gv, plural in kinds
+        ]
+        try:
+            results = await asyncio.gather(*calls)
+        finally:
+            metrics.TICK_PHASE.labels("kubernetes").observe(time.monotonic() - started)
         for i, items in enumerate(results):
             plural = kinds[i % len(kinds)][1]
             for obj in items:
-                obj = slim(obj, plural)
                 meta = obj.get("metadata") or {}
                 ns = str(meta.get("namespace", ""))
                 if plural == "deployments":
@@ -145,15 +162,23 @@ class Collector:
                 else:
                     tick.services.append(obj)
 
+    async def _snapshot(self, tick: Tick, sel: Selector) -> None:
+        started = time.monotonic()
+        snap = await self.prom.snapshot(tick.at, dict(sel))
+        metrics.TICK_PHASE.labels("prometheus").observe(time.monotonic() - started)
+        tick.fleet[sel] = snap
+        if snap.failed:
+            metrics.PROMETHEUS_ERRORS.inc(len(snap.failed))
+
     async def _prometheus(self, tick: Tick) -> None:
+        """The PromQL set for every selector group the listed services use; the default group (no
+        extra matchers) already ran alongside the lists."""
         selectors = {selector_key(svc) for svc in tick.services} or {()}
-        snaps = await asyncio.gather(*(self.prom.snapshot(tick.at, dict(s)) for s in selectors))
-        for sel, snap in zip(selectors, snaps, strict=True):
-            tick.fleet[sel] = snap
-            if snap.failed:
-                metrics.PROMETHEUS_ERRORS.inc(len(snap.failed))
+        await asyncio.gather(*(self._snapshot(tick, s) for s in selectors if s not in tick.fleet))
+        started = time.monotonic()
         for sel in selectors:
             await self._extend_history(sel, tick.at)
+        metrics.TICK_PHASE.labels("history").observe(time.monotonic() - started)
 
     async def _extend_history(self, sel: Selector, now: float) -> None:
         start = self._history_until.get(sel, now - HISTORY_SPAN)
@@ -175,11 +200,15 @@ class Collector:
         started = time.monotonic()
         self._seq += 1
         tick = Tick(at=self.clock(), seq=self._seq)
+        # Nearly every service uses the default selector group, so its queries need not wait for the lists.
+        default = asyncio.create_task(self._snapshot(tick, ()))
         try:
             await self._lists(tick)
         except KubeError as e:
             tick.kube_error = str(e)
             self.log.warning("listing the cluster failed: %s", e)
+        finally:
+            await default
         await self._prometheus(tick)
         tick.duration = time.monotonic() - started
         metrics.TICK_DURATION.observe(tick.duration)

@@ -33,6 +33,19 @@ RECONCILE_DURATION = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
     registry=REGISTRY,
 )
+TICK_PHASE = Histogram(
+    "inferscale_tick_phase_seconds",
+    "Time of each part of the read: the Kubernetes lists, the PromQL set, the rate-history range query.",
+    ("phase",),
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    registry=REGISTRY,
+)
+STATUS_WRITES = Counter(
+    "inferscale_status_writes",
+    "Status updates by outcome: written, or skipped because nothing but timestamps changed.",
+    ("outcome",),
+    registry=REGISTRY,
+)
 PROMETHEUS_ERRORS = Counter("inferscale_prometheus_query_errors", "PromQL queries that failed.", registry=REGISTRY)
 KUBE_ERRORS = Counter(
     "inferscale_kubernetes_errors", "Kubernetes API calls that failed.", ("operation",), registry=REGISTRY

@@ -35,6 +35,7 @@ from inferscale.handlers.status import (
     decision_status,
     merge_conditions,
     metrics_condition,
+    needs_write,
     observed,
     recommendations,
     slo_condition,
@@ -93,10 +94,16 @@ async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: st
         rt.logger.warning("could not post event %s for %s/%s: %s", reason, ns, meta.get("name"), e)
 
 
-async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any]) -> None:
+async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
     meta = body.get("metadata") or {}
+    if not needs_write(body.get("status") or {}, status, now):
+        metrics.STATUS_WRITES.labels("unchanged").inc()
+        return
+    metrics.STATUS_WRITES.labels("written").inc()
     try:
-        await rt.kube.merge_patch(_cr_path(meta["namespace"], meta["name"]) + "/status", {"status": status})
+        await rt.kube.merge_patch(
+            _cr_path(meta["namespace"], meta["name"]) + "/status", {"status": status}, answer=False
+        )
     except KubeError as e:
         metrics.KUBE_ERRORS.labels("status").inc()
         rt.logger.warning("could not write status of %s/%s: %s", meta.get("namespace"), meta.get("name"), e)
@@ -118,6 +125,7 @@ async def _problem(
             "conditions": merge_conditions(previous, conditions, now, meta.get("generation")),
             "observedGeneration": meta.get("generation"),
         },
+        now,
     )
     for c in conditions:
         metrics.CONDITION.labels(meta.get("namespace"), meta.get("name"), c.type).set(1 if c.status == "True" else 0)
@@ -393,7 +401,7 @@ async def _write(
         verb = "ScaledUp" if direction == "up" else "ScaledDown"
         await post_event(rt, body, "Normal", verb, f"{decision.current} → {decision.replicas}: {decision.message}", now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
-    await _patch_status(rt, body, new_status)
+    await _patch_status(rt, body, new_status, now)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

@@ -6,10 +6,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from inferscale.adapters.workload import rfc3339
+from inferscale.adapters.workload import parse_time, rfc3339
 from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer list fails the whole patch
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Decision, MetricsState, Observation
+
+STATUS_REFRESH = 60.0  # seconds: an unchanged status is still rewritten this often, so decision.at shows liveness
+_STAMPS = frozenset({"observed", "decision"})  # blocks whose `at` changes every tick without news
 
 
 @dataclass(frozen=True)
@@ -127,3 +130,24 @@ def append_history(
     items = [dict(h) for h in history or [] if isinstance(h, Mapping)]
     items.append({"at": rfc3339(now), "from": from_, "to": to, "reason": reason, "message": message})
     return items[-HISTORY_LIMIT:]
+
+
+def _material(value: Any, drop_at: bool = False) -> Any:
+    """A status value as the API server keeps it after a merge patch (null members removed), without
+    the timestamps that alone are not news."""
+    if isinstance(value, Mapping):
+        return {k: _material(v) for k, v in value.items() if v is not None and not (drop_at and k == "at")}
+    if isinstance(value, list):
+        return [_material(v) for v in value]
+    return value
+
+
+def needs_write(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> bool:
+    """Like the HPA controller, write status only when it changed: a thousand services at a 15 s tick
+    would otherwise cost the API server and etcd ~70 writes a second for nothing. Timestamps alone
+    do not count; a status that carries a decision is still refreshed every STATUS_REFRESH."""
+    if "decision" in new:
+        written = parse_time((old.get("decision") or {}).get("at"))
+        if written is None or not 0 <= now - written < STATUS_REFRESH:
+            return True
+    return any(_material(v, k in _STAMPS) != _material(old.get(k), k in _STAMPS) for k, v in new.items())

@@ -28,7 +28,7 @@ from inferscale.scaling.durations import format_duration
 from inferscale.scaling.forecast import Forecast, forecast
 from inferscale.scaling.inputs import clean_observation, validate_policy
 from inferscale.scaling.schedule import active_floor
-from inferscale.scaling.stabilization import prune_events, prune_recommendations, stabilize
+from inferscale.scaling.stabilization import as_points, prune_events, prune_recommendations, stabilize
 from inferscale.scaling.types import (
     Decision,
     MetricsState,
@@ -235,7 +235,7 @@ def _decide(
 
     history = state.recommendations or (TimedReplicas(now, current),)
     up, down = policy.scale_up, policy.scale_down
-    n = stabilize(desired, current, history, now, up.stabilization_window, down.stabilization_window)
+    n = stabilize(desired, current, as_points(history, now), now, up.stabilization_window, down.stabilization_window)
     if n > desired:
         highest = f"highest recommendation in the last {format_duration(down.stabilization_window)}"
         note(Reason.STABILIZING, f"scale-down stabilizing: {highest} is {n}", n)

@@ -2,7 +2,10 @@
 
 Scale-down takes the HIGHEST recommendation in its window, scale-up the LOWEST in its window
 (HPA `stabilizeRecommendationWithBehaviors`; AIBrix inverts this and deepens scale-downs). The
-record lives in status, so a restarted operator keeps its windows.
+record lives in status, so a restarted operator keeps its windows. It is kept run-length encoded
+(an entry per change of the recommendation, not per tick), so a steady service's status does not
+change from tick to tick and need not be rewritten; the price is that a run counts until the next
+run began, which makes a window at most one tick longer, never shorter.
 """
 
 from __future__ import annotations
@@ -33,10 +36,23 @@ def stabilize(
     return result
 
 
+def as_points(runs: Sequence[TimedReplicas], now: float) -> list[TimedReplicas]:
+    """A run-length record as the per-tick record `stabilize` reads: each run is dated when the next
+    run began (the last it could have been recommended), the current run now."""
+    ends = [r.at for r in runs[1:]] + [now]
+    return [TimedReplicas(max(end, r.at), r.replicas) for r, end in zip(runs, ends, strict=True)]
+
+
 def prune_recommendations(history: Sequence[TimedReplicas], now: float, keep: float) -> tuple[TimedReplicas, ...]:
-    """Entries that can still matter to a window of `keep` seconds. Entries from a clock that went
-    back are kept a window long too: dropping them would shorten the window."""
-    return tuple(r for r in history if now - keep < r.at <= now + keep)
+    """The run-length record of `history` (time-ordered) that can still matter to a window of `keep`
+    seconds: repeats fold into the run they continue, runs that ended before the window are dropped.
+    Entries from a clock that went back are kept a window long too: dropping them would shorten the window."""
+    runs: list[TimedReplicas] = []
+    for r in history:
+        if not runs or runs[-1].replicas != r.replicas:
+            runs.append(r)
+    ends = [r.at for r in runs[1:]] + [float("inf")]
+    return tuple(r for r, end in zip(runs, ends, strict=True) if end > now - keep and r.at <= now + keep)
 
 
 def prune_events(events: Sequence[ScaleEvent], now: float, keep: float) -> tuple[ScaleEvent, ...]:

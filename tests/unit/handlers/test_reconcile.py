@@ -27,7 +27,7 @@ class FakeKube:
             if frag in path:
                 raise KubeError(status, f"injected {status}")
 
-    async def merge_patch(self, path: str, body: Any) -> dict[str, Any]:
+    async def merge_patch(self, path: str, body: Any, answer: bool = True) -> dict[str, Any]:
         self.calls.append(("PATCH", path, body))
         self._check(path)
         return {}
@@ -173,3 +173,37 @@ async def test_the_older_of_two_services_on_one_target_wins() -> None:
     kube = FakeKube()
     await reconcile(runtime(kube), t, older)
     assert all(c["status"] == "False" for c in kube.statuses()[0]["conditions"] if c["type"] == "Conflict")
+
+
+def merged(old: Any, patch: Any) -> Any:
+    """RFC 7386 merge patch, as the API server applies the status patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(old) if isinstance(old, dict) else {}
+    for k, v in patch.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = merged(out.get(k), v)
+    return out
+
+
+async def test_an_unchanged_status_is_not_rewritten_until_it_is_due_for_a_refresh() -> None:
+    kube, body = FakeKube(), svc(GOOD)
+    rt = runtime(kube)
+    writes = []
+    for at in (NOW, NOW + 10, NOW + 20, NOW + 50, NOW + 60, NOW + 70):
+        await reconcile(rt, tick(at=at), body)
+        writes.append(len(kube.statuses()))
+        body = svc(GOOD, merged(body["status"], {"status": kube.statuses()[-1]})["status"])
+    # Written at the first tick, skipped while only timestamps would change, refreshed after 60 s.
+    assert writes == [1, 1, 1, 1, 2, 2]
+
+
+async def test_a_changed_observation_is_written_at_once() -> None:
+    kube, body = FakeKube(), svc(GOOD)
+    rt = runtime(kube)
+    await reconcile(rt, tick(), body)
+    body = svc(GOOD, merged({}, {"status": kube.statuses()[-1]})["status"])
+    await reconcile(rt, tick(at=NOW + 10, deployments={}), body)  # the target vanished: news
+    assert len(kube.statuses()) == 2

@@ -1,9 +1,9 @@
 """The pure parts of the reconcile step: conditions, the managed Deployment, observed lengths."""
 
-from inferscale.adapters.workload import conflicting_autoscalers, selector_matches, target_state
+from inferscale.adapters.workload import conflicting_autoscalers, parse_time, selector_matches, target_state
 from inferscale.api.convert import observed_lengths
 from inferscale.handlers.reconcile import managed_deployment
-from inferscale.handlers.status import Condition, append_history, merge_conditions
+from inferscale.handlers.status import Condition, append_history, merge_conditions, needs_write
 from inferscale.scaling.types import MetricsState, Observation
 
 BODY = {"metadata": {"name": "llm", "namespace": "ns", "uid": "u-1", "generation": 3}}
@@ -118,3 +118,24 @@ def test_candidate_pods_narrow_by_a_label_and_fall_back_to_the_namespace() -> No
     expr = {"matchExpressions": [{"key": "tier", "operator": "Exists"}]}
     assert len(tick.candidate_pods("ns", expr)) == 3  # no matchLabels: every pod, filtered by the caller
     assert tick.candidate_pods("other", {"matchLabels": {"app": "x"}}) == []
+
+
+def test_status_is_written_when_anything_but_its_timestamps_changed() -> None:
+    old = {
+        "observed": {"at": "2025-12-31T23:59:55Z", "kvCacheUtilization": 0.5, "waiting": 1.0},
+        "decision": {"at": "2026-01-01T00:00:00Z", "replicas": 2},
+        "desiredReplicas": 2,
+    }
+    t0 = parse_time("2026-01-01T00:00:00Z")
+    assert t0 is not None
+    same = {
+        "observed": {"at": "2026-01-01T00:00:15Z", "kvCacheUtilization": 0.5, "waiting": 1.0, "ttftP95": None},
+        "decision": {"at": "2026-01-01T00:00:15Z", "replicas": 2},
+        "desiredReplicas": 2,
+    }
+    assert not needs_write(old, same, t0 + 15)
+    assert needs_write(old, same, t0 + 60)  # due for a refresh
+    assert needs_write(old, {**same, "observed": {**same["observed"], "waiting": 2.0}}, t0 + 15)
+    assert needs_write(old, {**same, "desiredReplicas": 3}, t0 + 15)
+    assert needs_write(old, {**same, "forecast": {"requestRate": 1.0}}, t0 + 15)
+    assert needs_write({}, same, t0 + 15)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from tests.unit.scaling.helpers import observe, policy, run_fleet
 
-from inferscale.scaling import Reason, ScaleEvent, ScalerState, ScaleRule, TimedReplicas, decide
+from inferscale.scaling import Reason, ScaleEvent, ScalerState, ScaleRule, TimedReplicas, decide, state_to_status
 from inferscale.scaling.guards import Load, consolidation_floor, scale_down_limit, scale_up_limit
-from inferscale.scaling.stabilization import prune_events, stabilize
+from inferscale.scaling.stabilization import as_points, prune_events, prune_recommendations, stabilize
 
 
 def steps(ticks: list) -> list[tuple[float, int]]:  # type: ignore[type-arg]
@@ -121,3 +121,35 @@ def test_old_scale_events_are_kept_for_history(kept: int) -> None:
     events = tuple(ScaleEvent(float(i), 1, 2, "x") for i in range(kept + 30))
     pruned = prune_events(events, now=10_000.0, keep=60.0)
     assert pruned == events[-20:]
+
+
+def test_the_record_keeps_one_entry_per_run_and_drops_runs_that_ended_before_the_window() -> None:
+    ticks = [TimedReplicas(t, n) for t, n in ((0.0, 8), (15.0, 8), (30.0, 5), (45.0, 5), (60.0, 5), (75.0, 3))]
+
+    def runs(now: float) -> list[tuple[float, int]]:
+        return [(r.at, r.replicas) for r in prune_recommendations(ticks, now=now, keep=300.0)]
+
+    assert runs(75.0) == [(0.0, 8), (30.0, 5), (75.0, 3)]
+    # The 8-run ended when the 5-run began (t=30): it matters while 30 is inside the window.
+    assert runs(329.0) == [(0.0, 8), (30.0, 5), (75.0, 3)]
+    assert runs(330.0) == [(30.0, 5), (75.0, 3)]
+
+
+def test_a_run_counts_until_the_next_began_so_a_window_is_never_shorter_than_per_tick() -> None:
+    runs = [TimedReplicas(0.0, 8), TimedReplicas(100.0, 2)]
+    per_tick = [TimedReplicas(float(t), 8) for t in range(0, 100, 10)] + [TimedReplicas(100.0, 2)]
+    for now in range(100, 500, 5):
+        exact = stabilize(2, 8, per_tick, float(now), 0.0, 300.0)
+        runlength = stabilize(2, 8, as_points(runs, float(now)), float(now), 0.0, 300.0)
+        assert runlength >= exact  # never scales down earlier than the per-tick record would
+    assert stabilize(2, 8, as_points(runs, 400.0), 400.0, 0.0, 300.0) == 2  # and not forever
+
+
+def test_a_steady_service_leaves_its_status_record_unchanged_from_tick_to_tick() -> None:
+    state, records = ScalerState(), []
+    for i in range(40):
+        d = decide(observe(4, kv=0.78), policy(), state, 15.0 * i)
+        assert d.replicas == 4
+        state = d.state
+        records.append(state_to_status(state))
+    assert records[-1] == records[-2] == records[20]

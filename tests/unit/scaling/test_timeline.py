@@ -24,8 +24,8 @@ def test_load_fall_waits_the_window_then_steps_down_at_the_rate_limit() -> None:
     pol = policy()  # 300 s down window, 50% per 60 s
     ticks = run_fleet(pol, lambda t: HIGH if t < 600 else LOW, start=10, until=1500.0)
     downs = [(t.at, t.replicas) for prev, t in itertools.pairwise(ticks) if t.replicas < prev.replicas]
-    last_high_tick = 590.0
-    assert downs[0][0] == last_high_tick + 300.0  # exactly one window after the last high recommendation
+    first_low_tick = 600.0  # the record is run-length: the high run counts until the low one began
+    assert downs[0][0] == first_low_tick + 300.0  # one window after, so at most one tick late, never early
     assert [n for _, n in downs] == [5, 2, 1]  # floor(10 x 0.5), floor(5 x 0.5), then the need (1)
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(downs)]
     assert all(g >= 60.0 for g in gaps)
@@ -154,7 +154,7 @@ def test_scale_up_window_takes_the_lowest_recommendation() -> None:
     pol = policy(scale_up=ScaleRule(60.0, 100.0, 4, 15.0))
     ticks = run_fleet(pol, lambda t: 1.5 if t < 100 else 3.0, start=2, until=300.0)
     first_up = next(t for t in ticks if t.replicas > 2)
-    assert first_up.at == 90.0 + 60.0  # the last low recommendation (t=90) has left the 60 s window
+    assert first_up.at == 100.0 + 60.0  # the low run (ended when the high one began at t=100) left the window
     held = next(t for t in ticks if t.at == 100.0)
     assert held.decision.reason is Reason.UP_STABILIZING and "lowest recommendation in the last 1m" in (
         held.decision.message

@@ -1,0 +1,93 @@
+"""The REST client against an in-process HTTP server: paged lists and answers it need not decode."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from inferscale.adapters.kube import LIST_PAGE, Credentials, KubeApi
+from inferscale.handlers.collector import slim
+
+PODS = 2 * LIST_PAGE + 7
+
+
+def pod(i: int) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"p{i}",
+            "namespace": "ns",
+            "labels": {"app": "llm"},
+            "managedFields": [{"manager": "kubelet", "fieldsV1": {"f:status": {}}}],
+            "annotations": {"big": "x" * 100},
+        },
+        "spec": {"containers": [{"name": "vllm", "image": "vllm"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.0.0.1"},
+    }
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[tuple[KubeApi, list[dict[str, str]]]]:
+    seen: list[dict[str, str]] = []
+
+    async def pods(request: web.Request) -> web.Response:
+        seen.append(dict(request.query))
+        limit, start = int(request.query["limit"]), int(request.query.get("continue") or 0)
+        end = min(start + limit, PODS)
+        meta = {"continue": str(end)} if end < PODS else {}
+        return web.json_response({"items": [pod(i) for i in range(start, end)], "metadata": meta})
+
+    async def patch(_: web.Request) -> web.Response:
+        return web.Response(text="{not json: the caller said it would not read the answer")
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/pods", pods)
+    app.router.add_patch("/apis/x/status", patch)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    kube = KubeApi(Credentials(host=f"http://127.0.0.1:{port}", ssl=False, token=None, token_file=None))
+    yield kube, seen
+    await kube.close()
+    await runner.cleanup()
+
+
+async def test_a_list_is_read_in_pages_and_each_page_slimmed(api: tuple[KubeApi, list[dict[str, str]]]) -> None:
+    kube, seen = api
+    items = await kube.list("v1", "pods", "ns", keep=lambda o: slim(o, "pods"))
+    assert [i["metadata"]["name"] for i in items] == [f"p{i}" for i in range(PODS)]
+    assert len(seen) == 3 and all(q["limit"] == str(LIST_PAGE) for q in seen)
+    assert items[0] == {
+        "metadata": {"name": "p0", "namespace": "ns", "labels": {"app": "llm"}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+async def test_a_kind_that_is_not_served_lists_as_empty(api: tuple[KubeApi, list[dict[str, str]]]) -> None:
+    kube, _ = api
+    assert await kube.list("keda.sh/v1alpha1", "scaledobjects", "ns") == []
+
+
+async def test_a_write_whose_answer_is_not_wanted_is_not_decoded(api: tuple[KubeApi, list[dict[str, str]]]) -> None:
+    kube, _ = api
+    assert await kube.merge_patch("/apis/x/status", {"status": {}}, answer=False) == {}
+    with pytest.raises(ValueError):
+        await kube.merge_patch("/apis/x/status", {"status": {}})
+
+
+def test_other_kinds_keep_their_spec_but_not_kubectls_copy_of_it() -> None:
+    applied = "kubectl.kubernetes.io/last-applied-configuration"
+    svc = {
+        "metadata": {"name": "llm", "annotations": {applied: "{...}", "team": "a"}, "managedFields": [{}]},
+        "spec": {"model": {"name": "m"}},
+        "status": {"replicas": 2},
+    }
+    assert slim(svc, "inferenceservices") == {
+        "metadata": {"name": "llm", "annotations": {"team": "a"}},
+        "spec": {"model": {"name": "m"}},
+        "status": {"replicas": 2},
+    }
