@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,8 +11,7 @@ from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer 
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Decision, MetricsState, Observation
 
-STATUS_REFRESH = 60.0  # seconds: an unchanged status is still rewritten this often, so decision.at shows liveness
-_STAMPS = frozenset({"observed", "decision"})  # blocks whose `at` changes every tick without news
+STATUS_REFRESH = 30.0  # seconds: the latest figures are written at least this often, and decision.at shows liveness
 
 
 @dataclass(frozen=True)
@@ -132,22 +131,40 @@ def append_history(
     return items[-HISTORY_LIMIT:]
 
 
-def _material(value: Any, drop_at: bool = False) -> Any:
-    """A status value as the API server keeps it after a merge patch (null members removed), without
-    the timestamps that alone are not news."""
+def _kept(value: Any) -> Any:
+    """A value as the API server keeps it after a merge patch: null members removed."""
     if isinstance(value, Mapping):
-        return {k: _material(v) for k, v in value.items() if v is not None and not (drop_at and k == "at")}
+        return {k: _kept(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):
-        return [_material(v) for v in value]
+        return [_kept(v) for v in value]
     return value
 
 
+def _pick(value: Any, keys: tuple[str, ...]) -> Any:
+    return {k: value.get(k) for k in keys} if isinstance(value, Mapping) else value
+
+
+_NEWS: dict[str, Callable[[Any], Any]] = {
+    # What is news in each block: counts, reasons and states; the figures behind them are refreshed.
+    "observed": lambda v: _pick(v, ("metrics", "podsReporting")),
+    "decision": lambda v: _pick(v, ("replicas", "reason", "limits")),
+    "forecast": lambda v: _pick(v, ("horizon",)),
+    "recommendations": lambda v: [_pick(r, ("signal", "replicas")) for r in v] if isinstance(v, list) else v,
+    "conditions": lambda v: [_pick(c, ("type", "status", "reason")) for c in v] if isinstance(v, list) else v,
+}
+
+
 def needs_write(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> bool:
-    """Like the HPA controller, write status only when it changed: a thousand services at a 15 s tick
-    would otherwise cost the API server and etcd ~70 writes a second for nothing. Timestamps alone
-    do not count; a status that carries a decision is still refreshed every STATUS_REFRESH."""
+    """Write status when it says something new: a count, a reason, a condition, the scaler's record.
+    A thousand services writing every tick would cost the API server and etcd ~70 writes a second;
+    the figures (latency, KV, rates, messages) alone are refreshed every STATUS_REFRESH seconds."""
     if "decision" in new:
         written = parse_time((old.get("decision") or {}).get("at"))
         if written is None or not 0 <= now - written < STATUS_REFRESH:
             return True
-    return any(_material(v, k in _STAMPS) != _material(old.get(k), k in _STAMPS) for k, v in new.items())
+
+    def news(key: str, value: Any) -> Any:
+        value = _kept(value)
+        return _NEWS[key](value) if key in _NEWS and value is not None else value
+
+    return any(news(k, v) != news(k, old.get(k)) for k, v in new.items())

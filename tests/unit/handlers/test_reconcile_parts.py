@@ -120,22 +120,30 @@ def test_candidate_pods_narrow_by_a_label_and_fall_back_to_the_namespace() -> No
     assert tick.candidate_pods("other", {"matchLabels": {"app": "x"}}) == []
 
 
-def test_status_is_written_when_anything_but_its_timestamps_changed() -> None:
+def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() -> None:
     old = {
-        "observed": {"at": "2025-12-31T23:59:55Z", "kvCacheUtilization": 0.5, "waiting": 1.0},
-        "decision": {"at": "2026-01-01T00:00:00Z", "replicas": 2},
+        "observed": {"at": "2025-12-31T23:59:55Z", "metrics": "Complete", "kvCacheUtilization": 0.5, "waiting": 1.0},
+        "decision": {"at": "2026-01-01T00:00:00Z", "replicas": 2, "reason": "KVCacheSaturation", "message": "a"},
+        "recommendations": [{"signal": "KVCacheSaturation", "replicas": 2, "value": 0.5, "message": "kv 50%"}],
+        "conditions": [{"type": "SLOMet", "status": "True", "reason": "WithinSLO", "message": "TTFT P95 200ms"}],
         "desiredReplicas": 2,
     }
     t0 = parse_time("2026-01-01T00:00:00Z")
     assert t0 is not None
-    same = {
-        "observed": {"at": "2026-01-01T00:00:15Z", "kvCacheUtilization": 0.5, "waiting": 1.0, "ttftP95": None},
-        "decision": {"at": "2026-01-01T00:00:15Z", "replicas": 2},
+    figures = {
+        "observed": {"at": "2026-01-01T00:00:15Z", "metrics": "Complete", "kvCacheUtilization": 0.6, "waiting": 2.0},
+        "decision": {"at": "2026-01-01T00:00:15Z", "replicas": 2, "reason": "KVCacheSaturation", "message": "b"},
+        "recommendations": [{"signal": "KVCacheSaturation", "replicas": 2, "value": 0.6, "message": "kv 60%"}],
+        "conditions": [{"type": "SLOMet", "status": "True", "reason": "WithinSLO", "message": "TTFT P95 210ms"}],
         "desiredReplicas": 2,
     }
-    assert not needs_write(old, same, t0 + 15)
-    assert needs_write(old, same, t0 + 60)  # due for a refresh
-    assert needs_write(old, {**same, "observed": {**same["observed"], "waiting": 2.0}}, t0 + 15)
-    assert needs_write(old, {**same, "desiredReplicas": 3}, t0 + 15)
-    assert needs_write(old, {**same, "forecast": {"requestRate": 1.0}}, t0 + 15)
-    assert needs_write({}, same, t0 + 15)
+    assert not needs_write(old, figures, t0 + 15)  # only figures and timestamps moved
+    assert needs_write(old, figures, t0 + 30)  # due for a refresh
+    assert needs_write(old, {**figures, "desiredReplicas": 3}, t0 + 15)
+    assert needs_write(old, {**figures, "observed": {**figures["observed"], "metrics": "Missing"}}, t0 + 15)
+    slo = [{"type": "SLOMet", "status": "False", "reason": "SLOViolated", "message": "TTFT P95 900ms"}]
+    assert needs_write(old, {**figures, "conditions": slo}, t0 + 15)
+    rec = [{"signal": "KVCacheSaturation", "replicas": 3, "value": 0.9, "message": "kv 90%"}]
+    assert needs_write(old, {**figures, "recommendations": rec}, t0 + 15)
+    assert needs_write(old, {**figures, "scaler": {"recommendations": [{"at": 1.0, "replicas": 2}]}}, t0 + 15)
+    assert needs_write({}, figures, t0 + 15)
