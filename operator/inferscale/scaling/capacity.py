@@ -23,6 +23,9 @@ flows through (ServeGen's mean input moves 3x within a day: an absolute rate lea
 requests over-sized, one learned on long ones under-sized).
 
 Idle periods are ignored: they would teach that a replica can only carry the little it was given.
+So are ticks whose one-minute rate was earned by another fleet (`RATE_WINDOW`): within a minute of a
+change of the ready count, or of the start of a backlog, rate / ready mixes two fleets or an idle
+stretch with a saturated one.
 The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_CHANGE` per tick) and, when a prior
 exists, stays within a factor `PRIOR_SPAN` of it.
 """
