@@ -11,6 +11,7 @@ from inferscale.scaling.inputs import validate_policy
 from inferscale.scaling.state import state_from_status, state_to_status
 from inferscale.scaling.types import (
     Decision,
+    LastTick,
     MetricsState,
     Observation,
     Policy,
@@ -27,6 +28,7 @@ from inferscale.scaling.types import (
 __all__ = [
     "Decision",
     "Forecast",
+    "LastTick",
     "MetricsState",
     "Observation",
     "Policy",

@@ -23,6 +23,9 @@ flows through (ServeGen's mean input moves 3x within a day: an absolute rate lea
 requests over-sized, one learned on long ones under-sized).
 
 Idle periods are ignored: they would teach that a replica can only carry the little it was given.
+So are ticks whose one-minute rate was earned by another fleet (`RATE_WINDOW`): within a minute of a
+change of the ready count, or of the start of a backlog, rate / ready mixes two fleets or an idle
+stretch with a saturated one.
 The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_CHANGE` per tick) and, when a prior
 exists, stays within a factor `PRIOR_SPAN` of it.
 """
@@ -40,6 +43,12 @@ HEADROOM = 0.85
 ALPHA = 0.1
 MAX_CHANGE = 0.1  # fraction of the current estimate per update
 PRIOR_SPAN = 4.0
+# Seconds the operator's request rate is averaged over (increase(...[1m])): a tick teaches capacity
+# only when the ready count has not changed for that long, else rate / ready divides a minute's
+# completions on fewer replicas by the replicas Ready now (on the 14-day m-mid replay, ticks right
+# after a scale-up's pods turned Ready taught a factor of 0.41 of the true capacity, and the fleet
+# ran at 1.8x the oracle's GPU-hours).
+RATE_WINDOW = 60.0
 
 
 def recommend(
@@ -105,19 +114,29 @@ def saturated(obs: Observation, policy: Policy) -> bool:
     return signals.loaded(obs.kv_cache_utilization, policy.target_kv_cache, backlogged(obs, policy))
 
 
-def evidence(obs: Observation, policy: Policy, slo_met: bool | None) -> Evidence | None:
-    """What this tick says about capacity at the SLO, or None when it says nothing."""
+def evidence(
+    obs: Observation, policy: Policy, slo_met: bool | None, ready_for: float = math.inf, backlog_for: float = math.inf
+) -> Evidence | None:
+    """What this tick says about capacity at the SLO, or None when it says nothing. `ready_for` and
+    `backlog_for`: seconds the ready count and the backlog have lasted; a rate over `RATE_WINDOW`
+    says what the replicas give only when both held over all of it (an idle replica hit by a surge
+    completed, over the last minute, a fraction of what it completes now)."""
     if obs.state is not MetricsState.COMPLETE or not obs.request_rate or obs.ready_replicas < 1:
         return None  # partial data, or a queue with nothing finishing (stuck, not a capacity figure)
+    if ready_for < RATE_WINDOW:
+        return None  # the rate still counts completions of a fleet of another size
+    backlog = backlogged(obs, policy)
+    if backlog and backlog_for < RATE_WINDOW:
+        return None
     if slo_met:
-        if backlogged(obs, policy):
+        if backlog:
             return Evidence.AT_CAPACITY
         if saturated(obs, policy):
             return Evidence.LOWER_BOUND
         return None
     delay = signals.queue_delay(obs.waiting, obs.request_rate)
     slo = policy.slo_ttft_p95
-    if slo_met is False and delay is not None and slo is not None and backlogged(obs, policy):
+    if slo_met is False and delay is not None and slo is not None and backlog:
         return Evidence.UPPER_BOUND if delay > signals.BURST_DRAIN_SLO_FRACTION * slo else None
     return None
 

@@ -31,6 +31,7 @@ from inferscale.scaling.schedule import active_floor
 from inferscale.scaling.stabilization import as_points, prune_events, prune_recommendations, stabilize
 from inferscale.scaling.types import (
     Decision,
+    LastTick,
     MetricsState,
     Observation,
     Policy,
@@ -66,7 +67,7 @@ def decide(
     )
     gate = _gate(obs, policy, now)
     if gate is None:
-        recs, remarks = _signals(obs, policy, state, fc)
+        recs, remarks = _signals(obs, policy, state, fc, now)
         if recs:
             return _decide(obs, policy, state, now, fc, low, floor_rec, recs, remarks)
         gate = (Reason.METRICS_MISSING, "no usable metric")
@@ -102,7 +103,7 @@ def _reporting(obs: Observation) -> int:
 
 
 def _signals(
-    obs: Observation, policy: Policy, state: ScalerState, fc: Forecast
+    obs: Observation, policy: Policy, state: ScalerState, fc: Forecast, now: float
 ) -> tuple[list[tuple[Recommendation, int]], list[str]]:
     """Each signal's recommendation with the count it would ask for without the dead-band, and
     remarks on signals that chose not to recommend."""
@@ -140,10 +141,25 @@ def _signals(
             elif latency is not None:
                 remarks.append(latency)
     per_replica, learned = capacity.estimate(state, policy.capacity_prior_rps)
-    demand = _max_known(fc.rps, obs.request_rate)
+    demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
     return recs, remarks
+
+
+def _inflow(obs: Observation, policy: Policy, state: ScalerState, now: float, backlog: bool) -> float | None:
+    """The request rate the capacity signal must carry now. Behind a queue that costs TTFT it is the
+    arrival rate (completions plus the queue's growth since the last tick) plus what drains the queue
+    within one time-to-ready: completions alone understate an overload by what piles up, and the
+    replicas ordered now must also clear what is waiting."""
+    if not backlog or obs.waiting is None:
+        return obs.request_rate
+    last = state.last_tick
+    previous = (last.at, last.waiting) if last is not None and last.waiting is not None else None
+    arrival = signals.arrival_rate(obs.request_rate, obs.waiting, previous, now, policy.stale_after)
+    if arrival is None:
+        return None
+    return arrival + obs.waiting / max(_time_to_ready(policy, state), policy.interval)
 
 
 def _max_known(*values: float | None) -> float | None:
@@ -199,7 +215,15 @@ def _hold(
         slo_met=None,
         forecast_rps=fc.rps,
         horizon=fc.horizon,
-        state=_next_state(state, policy, now, history, replicas, current, reason),
+        state=_next_state(
+            replace(state, last_tick=_remember(state, obs, policy, now)),
+            policy,
+            now,
+            history,
+            replicas,
+            current,
+            reason,
+        ),
         forecast_method=fc.method if fc.rps is not None else None,
     )
 
@@ -273,7 +297,13 @@ def _decide(
 
     slo_met = _slo_met(obs, policy)
     learned_state = state
-    kind = capacity.evidence(obs, policy, slo_met)
+    tick = _remember(state, obs, policy, now)
+    # without a previous tick (a new service) nothing says the fleet changed: the rate is taken as is
+    ready_for = now - tick.ready_since
+    backlog_for = now - tick.backlog_since if tick.backlog_since is not None else 0.0
+    if state.last_tick is None:
+        ready_for = backlog_for = math.inf
+    kind = capacity.evidence(obs, policy, slo_met, ready_for, backlog_for)
     if kind is not None and obs.request_rate is not None:
         old, learned = capacity.estimate(state, policy.capacity_prior_rps)
         rate = capacity.learn(
@@ -294,7 +324,15 @@ def _decide(
         slo_met=slo_met,
         forecast_rps=fc.rps,
         horizon=fc.horizon,
-        state=_next_state(learned_state, policy, now, (*history, TimedReplicas(now, desired)), n, current, reason),
+        state=_next_state(
+            replace(learned_state, last_tick=tick),
+            policy,
+            now,
+            (*history, TimedReplicas(now, desired)),
+            n,
+            current,
+            reason,
+        ),
         forecast_method=fc.method if fc.rps is not None else None,
     )
 
@@ -338,4 +376,18 @@ def _next_state(
         time_to_ready=state.time_to_ready,
         capacity_rps=state.capacity_rps,
         capacity_factor=state.capacity_factor,
+        last_tick=state.last_tick,
     )
+
+
+def _remember(state: ScalerState, obs: Observation, policy: Policy, now: float) -> LastTick:
+    """This tick for the next one: since when the ready count and the backlog have been what they are."""
+    last = state.last_tick
+    same = last is not None and last.ready == obs.ready_replicas and last.ready_since <= now
+    ready_since = last.ready_since if last is not None and same else now
+    backlog_since = None
+    if capacity.backlogged(obs, policy):
+        backlog_since = now
+        if last is not None and last.backlog_since is not None and last.backlog_since <= now:
+            backlog_since = last.backlog_since
+    return LastTick(now, obs.ready_replicas, ready_since, obs.waiting, backlog_since)

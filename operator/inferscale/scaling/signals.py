@@ -175,6 +175,29 @@ def backlog_need(
     return ceil_count(min((inflow + waiting / horizon) / per_replica, MAX_COUNT))
 
 
+def arrival_rate(
+    completion_rate: float | None,
+    waiting: float | None,
+    previous: tuple[float, float] | None,
+    now: float,
+    max_gap: float,
+) -> float | None:
+    """Requests/s arriving: the completion rate plus the growth of the queue since `previous`
+    (its time and waiting count), when that is at most `max_gap` seconds old. Under overload the
+    completion rate alone understates demand by exactly what piles up: an idle fleet of one replica
+    hit by 2,000 req/s completes a few, while tens of thousands wait. A shrinking queue counts as no
+    growth (the completions already include the drain, and arrivals are never read below them)."""
+    if completion_rate is None:
+        return None
+    if waiting is None or previous is None:
+        return completion_rate
+    at, before = previous
+    dt = now - at
+    if not (0 < dt <= max_gap):
+        return completion_rate
+    return completion_rate + max(0.0, waiting - before) / dt
+
+
 def queued(waiting: float | None, target_waiting: float, ready: int) -> bool:
     """A backlog at the policy's queue set-point (waiting per ready replica)."""
     return waiting is not None and waiting >= target_waiting * ready

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from inferscale.scaling.types import ScaleEvent, ScalerState, TimedReplicas
+from inferscale.scaling.types import LastTick, ScaleEvent, ScalerState, TimedReplicas
 
 
 def state_to_status(state: ScalerState) -> dict[str, Any]:
@@ -30,6 +30,8 @@ def state_to_status(state: ScalerState) -> dict[str, Any]:
         out["capacityRps"] = state.capacity_rps
     if _known(state.capacity_factor):
         out["capacityFactor"] = state.capacity_factor
+    if state.last_tick is not None:
+        out["lastTick"] = _last_tick_to_status(state.last_tick)
     return out
 
 
@@ -55,6 +57,31 @@ def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
         time_to_ready=_non_negative(obj.get("timeToReady")),
         capacity_rps=_non_negative(obj.get("capacityRps")),
         capacity_factor=_non_negative(obj.get("capacityFactor")),
+        last_tick=_last_tick_from_status(obj.get("lastTick")),
+    )
+
+
+def _last_tick_to_status(last: LastTick) -> dict[str, Any]:
+    out: dict[str, Any] = {"at": last.at, "ready": last.ready, "readySince": last.ready_since}
+    if _known(last.waiting):
+        out["waiting"] = last.waiting
+    if _time(last.backlog_since):
+        out["backlogSince"] = last.backlog_since
+    return out
+
+
+def _last_tick_from_status(value: object) -> LastTick | None:
+    if not isinstance(value, Mapping):
+        return None
+    if not (_time(value.get("at")) and _count(value.get("ready")) and _time(value.get("readySince"))):
+        return None
+    backlog = value["backlogSince"] if _time(value.get("backlogSince")) else None
+    return LastTick(
+        float(value["at"]),
+        value["ready"],
+        float(value["readySince"]),
+        _non_negative(value.get("waiting")),
+        float(backlog) if backlog is not None else None,
     )
 
 

@@ -124,6 +124,17 @@ class ScaleEvent:
 
 
 @dataclass(frozen=True)
+class LastTick:
+    """What the previous decision saw, for quantities that are changes between ticks."""
+
+    at: float
+    ready: int  # ready replicas
+    ready_since: float  # when the ready count became `ready` (a rate over a window that began earlier mixes sizes)
+    waiting: float | None  # sum of waiting requests; None when unknown
+    backlog_since: float | None = None  # when the current backlog began; None without one
+
+
+@dataclass(frozen=True)
 class ScalerState:
     """Everything a decision needs from the past. Round-trips through status (see to_status/from_status
     in scaling.state), so an operator restart neither forgets a window nor shortens it."""
@@ -135,6 +146,7 @@ class ScalerState:
     # the learned rate over the prior's at the same tick's request lengths: sizing uses prior x factor,
     # so a change of lengths (which the prior follows) is not mistaken for a change of capacity
     capacity_factor: float | None = None
+    last_tick: LastTick | None = None  # the previous tick's ready count and queue
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from inferscale.perf import ReplicaProfile, replica_capacity_rps, replica_profile
 from inferscale.perf.calibration import NIM_8B, NIM_8B_LENGTHS, calibration_rows
@@ -34,10 +35,24 @@ from inferscale.sim.plots import plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
 from inferscale.sim.run import RunResult, parallel, run_policy
 from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, MAX_OVER_PEAK, Prepared, Scenario, prepare, prepare_fluid
-from inferscale.sim.traces import RatePoint, TraceError, detect_format, load_rate_curve, rate_curve
+from inferscale.sim.traces import (
+    RatePoint,
+    TraceError,
+    detect_format,
+    load_rate_curve,
+    load_request_arrays,
+    rate_curve,
+)
 
 MODEL, GPU = "llama-3.1-8b", "h100-80gb"
 SLO_TTFT, SLO_ITL = 0.5, 0.05
+# The TTFT target of a trace (the same rule for every trace): SLO_TTFT, or, when the trace's prompts are
+# too long for it, SLO_TTFT_IDLE_FACTOR x the idle-replica TTFT of its SLO_TTFT_QUANTILE input length
+# (chunked prefill alone, no queue), rounded up to SLO_TTFT_STEP: a target that 20% of the requests
+# cannot meet even on an idle replica measures the prompts, not the autoscaler.
+SLO_TTFT_IDLE_FACTOR = 2.0
+SLO_TTFT_QUANTILE = 0.999
+SLO_TTFT_STEP = 0.5
 GOAL_ATTAINMENT = 0.99
 GOAL_GPU_RATIO = 1.15
 GOAL_SPEED = 50_000.0
@@ -63,6 +78,7 @@ class TraceRun:
     full_duration: float = 0.0
     prepared: Prepared | None = None  # kept for the speed measurement
     hopeless: float = 0.0  # share of requests that miss the TTFT target even alone on an idle replica
+    slo_ttft: float = SLO_TTFT
 
 
 def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
@@ -74,24 +90,43 @@ def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
     )
 
 
-def scale_for(path: Path, fmt: str, profile: ReplicaProfile, peak_replicas: int) -> tuple[float, tuple[float, float]]:
+def idle_ttft(cfg: EngineConfig, input_tokens: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+    """Each prompt's TTFT alone on an idle replica: its chunked-prefill steps, no queue."""
+    inputs = input_tokens.astype(np.float64)
+    return np.asarray(np.ceil(inputs / cfg.max_num_batched_tokens) * cfg.c0 + inputs * cfg.c_prefill)
+
+
+def slo_ttft_for(input_tokens: npt.NDArray[np.int64], cfg: EngineConfig) -> float:
+    """The trace's TTFT target (see `SLO_TTFT_IDLE_FACTOR`)."""
+    if input_tokens.size == 0:
+        return SLO_TTFT
+    idle = float(np.quantile(idle_ttft(cfg, input_tokens), SLO_TTFT_QUANTILE))
+    return max(SLO_TTFT, math.ceil(SLO_TTFT_IDLE_FACTOR * idle / SLO_TTFT_STEP - 1e-9) * SLO_TTFT_STEP)
+
+
+def scale_for(
+    path: Path, fmt: str, profile: ReplicaProfile, peak_replicas: int, slo_ttft: float = SLO_TTFT
+) -> tuple[float, tuple[float, float]]:
     """Rate multiplier that makes the busiest minute need `peak_replicas` replicas at the SLO."""
     curve = load_rate_curve(path, fmt, window=60.0)
     mean_in, mean_out = _lengths(curve)
-    capacity = replica_capacity_rps(profile, mean_in, mean_out, SLO_TTFT, SLO_ITL)
+    capacity = replica_capacity_rps(profile, mean_in, mean_out, slo_ttft, SLO_ITL)
     return peak_replicas * capacity / max(p.rate for p in curve), (mean_in, mean_out)
 
 
 def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, log: ProgressLog) -> TraceRun:
     fmt = detect_format(path)
-    scale, lengths = scale_for(path, fmt, profile, args.peak_replicas)
-    run = TraceRun(path.stem, path, fmt, scale, lengths)
-    names = args.policies
     servegen = fmt == "servegen"
     window = args.slice if servegen else None
     # The slice's curve runs `slice_time_scale` times faster, so that a short request-level replay still
     # spans ramps and jumps (hours of the trace), the case where the fluid mode is most likely wrong.
     time_scale = args.slice_time_scale if servegen else 1.0
+    # the prompts of the request-level replay (lengths do not depend on the rate) set the TTFT target
+    unscaled, _ = load_request_arrays(path, fmt, time_scale=time_scale, duration=window)
+    slo_ttft = slo_ttft_for(unscaled.input_tokens, EngineConfig.from_profile(profile))
+    scale, lengths = scale_for(path, fmt, profile, args.peak_replicas, slo_ttft)
+    run = TraceRun(path.stem, path, fmt, scale, lengths, slo_ttft=slo_ttft)
+    names = args.policies
     prepared = prepare(
         Scenario(
             path,
@@ -101,7 +136,7 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
             duration=window,
             model=MODEL,
             gpu=GPU,
-            slo_ttft=SLO_TTFT,
+            slo_ttft=slo_ttft,
             slo_itl=SLO_ITL,
         )
     )
@@ -109,7 +144,10 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     run.hopeless = unloaded_ttft_misses(prepared)
     run.prepared = prepared
     level_names = [n for n in names if not servegen or n in args.slice_policies]
-    log(f"{run.name}: ×{scale:.2f}, {run.requests:,} requests request-level, policies {', '.join(level_names)}")
+    log(
+        f"{run.name}: ×{scale:.2f}, TTFT target {format_duration(slo_ttft)}, {run.requests:,} requests request-level, "
+        f"policies {', '.join(level_names)}"
+    )
     run.request_level = parallel(
         level_names,
         lambda n: run_policy(prepared.workload, prepared.policy(n), prepared.run_config),
@@ -119,17 +157,15 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     curve = rate_curve(prepared.context.trace, 60.0)
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
-        run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, args, log)
+        run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, slo_ttft, args, log)
     return run
 
 
 def unloaded_ttft_misses(prepared: Prepared) -> float:
     """Share of requests whose TTFT alone on an idle replica (its prompt's chunked prefill steps) is
     already above the target: no policy can serve those within the SLO."""
-    cfg = prepared.run_config.engine
-    inputs = prepared.workload.input_tokens.astype(np.float64)
-    steps = np.ceil(inputs / cfg.max_num_batched_tokens)
-    alone = steps * cfg.c0 + inputs * cfg.c_prefill
+    inputs = prepared.workload.input_tokens
+    alone = idle_ttft(prepared.run_config.engine, inputs)
     return float(np.mean(alone > prepared.run_config.slo_ttft)) if inputs.size else 0.0
 
 
@@ -145,9 +181,9 @@ def _fluid_all(
 
 
 def _fluid_14_days(
-    path: Path, fmt: str, scale: float, args: argparse.Namespace, log: ProgressLog
+    path: Path, fmt: str, scale: float, slo_ttft: float, args: argparse.Namespace, log: ProgressLog
 ) -> tuple[dict[str, RunResult], float, float]:
-    fp = prepare_fluid(Scenario(path, fmt, rate_scale=scale, model=MODEL, gpu=GPU, slo_ttft=SLO_TTFT, slo_itl=SLO_ITL))
+    fp = prepare_fluid(Scenario(path, fmt, rate_scale=scale, model=MODEL, gpu=GPU, slo_ttft=slo_ttft, slo_itl=SLO_ITL))
     log(f"{path.stem}: fluid, {fp.duration / 86400:.1f} days, {fp.expected_requests:,.0f} requests")
     curve_tables(fp.curve, fp.profile)  # solved once here, inherited by the forked workers
     results = parallel(
@@ -299,8 +335,15 @@ def write_report(
         "",
         "## Setup",
         "",
-        f"- Replica: {MODEL} on {GPU} (TP1), the perf model's profile; SLO per request: TTFT ≤ "
-        f"{format_duration(SLO_TTFT)} and mean ITL ≤ {format_duration(SLO_ITL)}.",
+        f"- Replica: {MODEL} on {GPU} (TP1), the perf model's profile; SLO per request: TTFT ≤ the trace's "
+        f"target and mean ITL ≤ {format_duration(SLO_ITL)}.",
+        f"- TTFT target, the same rule for every trace: {format_duration(SLO_TTFT)}, or "
+        f"{SLO_TTFT_IDLE_FACTOR:g}× the idle-replica TTFT (chunked prefill alone, no queue) of the "
+        f"P{100 * SLO_TTFT_QUANTILE:g} input length of the request-level replay, rounded up to "
+        f"{format_duration(SLO_TTFT_STEP)}, whichever is larger, so that nearly every request can meet it; "
+        "the rate scaling, every policy and the oracle use that target. Targets: "
+        + ", ".join(f"{r.name} {format_duration(r.slo_ttft)}" for r in runs)
+        + ".",
         f"- Time-to-ready of a new replica: uniform {DEFAULT_TIME_TO_READY} (BLIS: 240 ± 30 s); every fleet "
         "starts warm with what the busiest minute of the first 10 minutes needs; max replicas = "
         f"{MAX_OVER_PEAK}× the peak need.",
@@ -395,7 +438,10 @@ def write_report(
 def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
     lines = [f"## {run.name}", ""]
     mi, mo = run.mean_lengths
-    line = f"Format {run.fmt}; rate ×{run.rate_scale:.3g}; mean input {mi:,.0f} / output {mo:,.0f} tokens."
+    line = (
+        f"Format {run.fmt}; rate ×{run.rate_scale:.3g}; mean input {mi:,.0f} / output {mo:,.0f} tokens; "
+        f"TTFT target {format_duration(run.slo_ttft)}."
+    )
     if run.hopeless > 0:
         line += (
             f" {_pct(run.hopeless)} of the request-level replay's requests miss the TTFT target even alone on an "
@@ -412,7 +458,7 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
             "",
             "inferscale against the goals (fluid):",
             "",
-            *_verdict(run.fluid_full, SLO_TTFT),
+            *_verdict(run.fluid_full, run.slo_ttft),
             "",
             f"![{run.name} 14 days](img/sim-{run.name}-14d.png)",
             "",
@@ -428,7 +474,7 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
         "",
         "inferscale against the goals:",
         "",
-        *_verdict(run.request_level, SLO_TTFT),
+        *_verdict(run.request_level, run.slo_ttft),
         "",
         f"![{run.name}](img/sim-{run.name}.png)",
         "",
@@ -510,14 +556,14 @@ def main(argv: list[str] | None = None) -> int:
         plot_timelines(
             args.img / f"sim-{run.name}.png",
             {n: r.timeline for n, r in run.request_level.items()},
-            SLO_TTFT,
+            run.slo_ttft,
             f"{run.name} ×{run.rate_scale:.3g}, request-level: {MODEL} on {GPU}",
         )
         if run.fluid_full:
             plot_timelines(
                 args.img / f"sim-{run.name}-14d.png",
                 {n: r.timeline for n, r in run.fluid_full.items()},
-                SLO_TTFT,
+                run.slo_ttft,
                 f"{run.name} ×{run.rate_scale:.3g}, 14 days, fluid: {MODEL} on {GPU}",
             )
     if not runs:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from tests.unit.scaling.helpers import observe, policy
 
-from inferscale.scaling import MetricsState, Reason, Recommendation, ScalerState, ScaleRule, decide, signals
+from inferscale.scaling import LastTick, MetricsState, Reason, Recommendation, ScalerState, ScaleRule, decide, signals
 from inferscale.scaling.signals import Usage, hpa_ratio
 
 # No stabilization, no rate limits: these tables test the signals alone.
@@ -256,3 +258,26 @@ def test_pending_replicas_absorb_an_overload_ask_up_to_what_drains_the_backlog()
     assert signals.behind_pending(ask, 23, 5, 20, 18).replicas == 31  # a first ask: 2 x 18 less 5
     assert signals.behind_pending(ask, 36, 0, 24, 21) is ask  # nothing pending: the ask stands
     assert signals.behind_pending(ask, 36, 15, None, 21) is ask  # unknown need: the ask stands
+
+
+def test_arrival_rate_adds_the_queue_growth_to_the_completions() -> None:
+    assert signals.arrival_rate(10.0, 300.0, (0.0, 100.0), 10.0, 60.0) == pytest.approx(30.0)
+    assert signals.arrival_rate(10.0, 50.0, (0.0, 100.0), 10.0, 60.0) == 10.0  # draining: never below completions
+    assert signals.arrival_rate(10.0, 300.0, (0.0, 100.0), 120.0, 60.0) == 10.0  # too old to be a growth rate
+    assert signals.arrival_rate(10.0, 300.0, None, 10.0, 60.0) == 10.0
+    assert signals.arrival_rate(None, 300.0, (0.0, 100.0), 10.0, 60.0) is None
+
+
+def test_a_surge_on_an_idle_fleet_is_sized_by_arrivals_not_completions() -> None:
+    # one replica that completed 13 req/s over the last minute; 20,000 requests piled up in 10 s
+    pol = policy(capacity_prior_rps=190.0, max_replicas=100, time_to_ready_prior=240.0)
+    before = ScalerState(last_tick=LastTick(0.0, 1, -600.0, 0.0))
+    obs = observe(1, kv=0.6, waiting=20_000.0, request_rate=13.0, ttft_p95=30.0, itl_mean=0.02)
+    d = decide(obs, pol, before, 10.0)
+    cap = next(r for r in d.recommendations if r.signal is Reason.CAPACITY)
+    # arrivals 13 + 2,000/s, plus 20,000 drained within a time-to-ready, at 85% of 190 req/s per replica
+    assert cap.replicas == math.ceil((13.0 + 2000.0 + 20_000.0 / 240.0) / (190.0 * 0.85))
+    # without the previous tick only what is waiting adds to the completions
+    fresh = decide(obs, pol, ScalerState(), 10.0)
+    assert next(r for r in fresh.recommendations if r.signal is Reason.CAPACITY).replicas < cap.replicas
+    assert d.state.last_tick == LastTick(10.0, 1, -600.0, 20_000.0, 10.0)

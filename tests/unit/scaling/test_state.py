@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferscale.scaling import ScaleEvent, ScalerState, TimedReplicas, state_from_status, state_to_status
+from inferscale.scaling import LastTick, ScaleEvent, ScalerState, TimedReplicas, state_from_status, state_to_status
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 states = st.builds(
@@ -23,6 +23,17 @@ states = st.builds(
     time_to_ready=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
     capacity_rps=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
     capacity_factor=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e3)),
+    last_tick=st.one_of(
+        st.none(),
+        st.builds(
+            LastTick,
+            finite,
+            st.integers(0, 10_000),
+            finite,
+            st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e9)),
+            st.one_of(st.none(), finite),
+        ),
+    ),
 )
 
 
@@ -73,3 +84,15 @@ def test_bad_entries_are_dropped_and_good_ones_kept() -> None:
     assert state.recommendations == (TimedReplicas(1.0, 4), TimedReplicas(5.0, 2))
     assert state.scale_events == (ScaleEvent(3.0, 1, 2, "QueueBacklog"),)
     assert state.time_to_ready is None and state.capacity_rps is None and state.capacity_factor is None
+
+
+def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
+    state = ScalerState(last_tick=LastTick(30.0, 4, 10.0, 12.5, 20.0))
+    status = state_to_status(state)
+    assert status["lastTick"] == {"at": 30.0, "ready": 4, "readySince": 10.0, "waiting": 12.5, "backlogSince": 20.0}
+    assert state_from_status(json.loads(json.dumps(status))) == state
+    unknown_queue = ScalerState(last_tick=LastTick(30.0, 4, 10.0, None))
+    assert "waiting" not in state_to_status(unknown_queue)["lastTick"]
+    assert state_from_status(state_to_status(unknown_queue)) == unknown_queue
+    for bad in ({"at": 1.0, "ready": -1, "readySince": 0.0}, {"at": "x", "ready": 1, "readySince": 0.0}, [1]):
+        assert state_from_status({"lastTick": bad}).last_tick is None

@@ -7,7 +7,7 @@ import itertools
 import pytest
 from tests.unit.scaling.helpers import observe, policy, run_fleet
 
-from inferscale.scaling import MetricsState, Reason, ScalerState, ScaleRule, Schedule, decide
+from inferscale.scaling import LastTick, MetricsState, Reason, ScalerState, ScaleRule, Schedule, decide
 
 HIGH, LOW = 7.6, 0.8  # total KV load in "replicas at 100%": 10 replicas at 76%, then 1 replica's worth
 
@@ -210,3 +210,19 @@ def test_a_backlog_orders_its_replicas_once_not_again_as_each_pending_one_turns_
     replicas, backlog = _backlog_fleet(1200.0)
     assert max(replicas) <= 40
     assert backlog[-1] == 0.0 and replicas[-1] >= 15
+
+
+def test_capacity_is_not_learned_from_a_rate_that_spans_another_fleet_size_or_an_idle_minute() -> None:
+    # 8 ready replicas complete 8 req/s behind a backlog that breaches the SLO: taken as is, capacity
+    # at the SLO would be below 1 req/s per replica (prior 3). Right after 4 replicas turned Ready, or
+    # 20 s into the backlog, that minute's rate was earned by a smaller or idle fleet: nothing learned.
+    pol = policy(capacity_prior_rps=3.0)
+    obs = observe(8, kv=0.9, waiting=200.0, request_rate=8.0, ttft_p95=5.0, itl_mean=0.02)
+    now = 1000.0
+    fleet_grew = ScalerState(last_tick=LastTick(now - 10, 4, now - 300, 150.0, now - 300))
+    assert decide(obs, pol, fleet_grew, now).state.capacity_factor is None
+    backlog_new = ScalerState(last_tick=LastTick(now - 10, 8, now - 300, 150.0, now - 20))
+    assert decide(obs, pol, backlog_new, now).state.capacity_factor is None
+    steady = ScalerState(last_tick=LastTick(now - 10, 8, now - 300, 150.0, now - 300))
+    learned = decide(obs, pol, steady, now).state.capacity_factor
+    assert learned is not None and learned < 1.0

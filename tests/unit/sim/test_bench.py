@@ -3,10 +3,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from inferscale.perf import replica_capacity_rps, replica_profile
-from inferscale.sim.bench import closed_loop, scale_for, unloaded_ttft_misses
+from inferscale.sim.bench import closed_loop, scale_for, slo_ttft_for, unloaded_ttft_misses
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.scenario import Scenario, prepare
 from inferscale.sim.traces import load_rate_curve
@@ -46,3 +47,13 @@ def test_requests_too_long_to_prefill_in_time_are_counted_as_hopeless(tmp_path: 
     path = tmp_path / "long.csv"
     path.write_text("".join(lines))
     assert unloaded_ttft_misses(prepare(Scenario(path))) == pytest.approx(0.25)
+
+
+def test_the_ttft_target_is_500ms_unless_the_longest_prompts_cannot_prefill_in_it(engine_cfg: EngineConfig) -> None:
+    short = np.full(1000, 500, dtype=np.int64)
+    assert slo_ttft_for(short, engine_cfg) == 0.5
+    long = np.array([500] * 990 + [200_000] * 10, dtype=np.int64)  # P99.9 prompt: 200k tokens
+    idle = math.ceil(200_000 / engine_cfg.max_num_batched_tokens) * engine_cfg.c0 + 200_000 * engine_cfg.c_prefill
+    target = slo_ttft_for(long, engine_cfg)
+    assert target >= 2 * idle and target - 2 * idle < 0.5 and (target / 0.5).is_integer()
+    assert slo_ttft_for(np.empty(0, dtype=np.int64), engine_cfg) == 0.5
