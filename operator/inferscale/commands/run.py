@@ -2,13 +2,30 @@
 
 from __future__ import annotations
 
+import ctypes
 import logging
+import os
 import sys
 from typing import Annotated
 
 import typer
 
 from inferscale.scaling.durations import parse_duration
+
+M_ARENA_MAX = -8  # glibc mallopt parameter
+
+
+def limit_malloc_arenas(arenas: int = 2) -> bool:
+    """glibc gives threads that allocate their own malloc arenas (up to 8 per core) and seldom returns
+    their memory, so the PromQL answers parsed in worker threads would keep every arena's peak
+    resident (about 30 MB at 1000 services). Same as MALLOC_ARENA_MAX=2, which wins when set;
+    a no-op where the C library is not glibc."""
+    if "MALLOC_ARENA_MAX" in os.environ:
+        return False
+    try:
+        return bool(ctypes.CDLL(None).mallopt(M_ARENA_MAX, arenas))
+    except (OSError, AttributeError):
+        return False
 
 
 def run(
@@ -53,9 +70,8 @@ def run(
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)
         raise typer.Exit(2)
     if kubeconfig:
-        import os
-
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads it too
+    limit_malloc_arenas()  # before kopf and asyncio start any thread
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

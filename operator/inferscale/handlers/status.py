@@ -151,6 +151,13 @@ _NEWS: dict[str, Callable[[Any], Any]] = {
     "forecast": lambda v: _pick(v, ("horizon",)),
     "recommendations": lambda v: [_pick(r, ("signal", "replicas")) for r in v] if isinstance(v, list) else v,
     "conditions": lambda v: [_pick(c, ("type", "status", "reason")) for c in v] if isinstance(v, list) else v,
+    # The previous tick's time and queue are figures: a later tick reading an older lastTick measures the
+    # queue's growth over a longer span, which is still its growth.
+    "scaler": lambda v: (
+        {**v, "lastTick": _pick(v.get("lastTick"), ("ready", "readySince", "backlogSince"))}
+        if isinstance(v, Mapping)
+        else v
+    ),
 }
 
 

@@ -127,6 +127,7 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
         "recommendations": [{"signal": "KVCacheSaturation", "replicas": 2, "value": 0.5, "message": "kv 50%"}],
         "conditions": [{"type": "SLOMet", "status": "True", "reason": "WithinSLO", "message": "TTFT P95 200ms"}],
         "desiredReplicas": 2,
+        "scaler": {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 1.0, "ready": 2, "waiting": 0}},
     }
     t0 = parse_time("2026-01-01T00:00:00Z")
     assert t0 is not None
@@ -136,6 +137,7 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
         "recommendations": [{"signal": "KVCacheSaturation", "replicas": 2, "value": 0.6, "message": "kv 60%"}],
         "conditions": [{"type": "SLOMet", "status": "True", "reason": "WithinSLO", "message": "TTFT P95 210ms"}],
         "desiredReplicas": 2,
+        "scaler": {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 16.0, "ready": 2, "waiting": 3}},
     }
     assert not needs_write(old, figures, t0 + 15)  # only figures and timestamps moved
     assert needs_write(old, figures, t0 + 30)  # due for a refresh
@@ -145,5 +147,7 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
     assert needs_write(old, {**figures, "conditions": slo}, t0 + 15)
     rec = [{"signal": "KVCacheSaturation", "replicas": 3, "value": 0.9, "message": "kv 90%"}]
     assert needs_write(old, {**figures, "recommendations": rec}, t0 + 15)
-    assert needs_write(old, {**figures, "scaler": {"recommendations": [{"at": 1.0, "replicas": 2}]}}, t0 + 15)
+    assert needs_write(old, {**figures, "scaler": {"recommendations": [{"at": 1.0, "replicas": 3}]}}, t0 + 15)
+    grew = {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 16.0, "ready": 3, "waiting": 3}}
+    assert needs_write(old, {**figures, "scaler": grew}, t0 + 15)
     assert needs_write({}, figures, t0 + 15)
