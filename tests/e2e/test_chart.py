@@ -63,8 +63,11 @@ def release(cluster: Cluster, namespace: str, tmp_path: pathlib.Path) -> Iterato
 
 
 def can_i(cluster: Cluster, verb: str, resource: str, ns: str, rel_ns: str, sa: str) -> bool:
+    """`resource` may name a subresource (`deployments.apps/scale`): kubectl would read it as TYPE/NAME."""
+    kind, _, sub = resource.partition("/")
+    extra = [f"--subresource={sub}"] if sub else []
     proc = cluster.kubectl(
-        "auth", "can-i", verb, resource, "-n", ns, f"--as=system:serviceaccount:{rel_ns}:{sa}", check=False
+        "auth", "can-i", verb, kind, *extra, "-n", ns, f"--as=system:serviceaccount:{rel_ns}:{sa}", check=False
     )
     return proc.stdout.strip() == "yes"
 
@@ -88,6 +91,7 @@ def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, s
         ("patch", "deployments.apps/scale"),
         ("list", "pods"),
         ("patch", "inferenceservices.inferscale.dev/status"),
+        ("watch", "inferenceservices.inferscale.dev"),
         ("create", "events"),
         ("list", "horizontalpodautoscalers.autoscaling"),
     ]
@@ -96,6 +100,7 @@ def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, s
         ("list", "secrets"),
         ("patch", "configmaps"),
         ("patch", "services"),
+        ("patch", "inferenceservices.inferscale.dev"),
         ("delete", "pods"),
         ("create", "pods"),
         ("patch", "nodes"),

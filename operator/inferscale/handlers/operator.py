@@ -48,6 +48,7 @@ class Loop:
     runner: web.AppRunner | None = None
     counts: metrics.RequestCounts | None = None
     started: float = field(default_factory=time.time)
+    generations: dict[str, int | None] = field(default_factory=dict)  # service uid -> last seen generation
 
     async def run(self) -> None:
         while not self.stopped.is_set():
@@ -157,10 +158,22 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     await loop.runtime.kube.close()
 
 
-@kopf.on.create(GROUP, VERSION, PLURAL)
-@kopf.on.update(GROUP, VERSION, PLURAL, field="spec")
-async def spec_changed(memo: kopf.Memo, **_: Any) -> None:
-    """A new or changed spec is acted on now, not at the next tick (a managed Deployment appears at once)."""
+@kopf.on.event(GROUP, VERSION, PLURAL)
+async def spec_changed(type: str | None, meta: kopf.Meta, memo: kopf.Memo, **_: Any) -> None:
+    """A new or changed spec is acted on now, not at the next tick (a managed Deployment appears at once).
+
+    An event handler, not create/update handlers: those make kopf write progress and diff-base
+    annotations on every object (a thousand PATCHes at startup) and diff each event against them.
+    Most events are the operator's own status writes; a generation that did not move is ignored.
+    """
     loop: Loop | None = getattr(memo, "loop", None)
-    if loop is not None:
+    uid = meta.get("uid")
+    if loop is None or not uid:
+        return
+    if type == "DELETED":
+        loop.generations.pop(uid, None)
+        return
+    generation = meta.get("generation")
+    if loop.generations.get(uid) != generation:
+        loop.generations[uid] = generation
         loop.wake.set()

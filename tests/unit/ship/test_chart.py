@@ -77,7 +77,6 @@ def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
     assert by_kind(docs, "Role") == []
     needed = {
         ("inferscale.dev", "inferenceservices", "watch"),
-        ("inferscale.dev", "inferenceservices", "patch"),
         ("inferscale.dev", "inferenceservices/status", "patch"),
         ("apps", "deployments/scale", "patch"),
         ("apps", "deployments", "watch"),
@@ -93,6 +92,7 @@ def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
     resources = {r for _, r, _ in grants}
     assert not resources & {"secrets", "namespaces", "customresourcedefinitions", "kopfpeerings", "clusterkopfpeerings"}
     assert ("apps", "deployments", "delete") not in grants  # owned Deployments go with their owner (GC)
+    assert ("inferscale.dev", "inferenceservices", "patch") not in grants  # only their status is written
     assert ("", "pods", "create") not in grants and ("", "pods", "delete") not in grants
     binding = by_kind(docs, "ClusterRoleBinding")[0]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "inferscale", "namespace": "inferscale"}]
