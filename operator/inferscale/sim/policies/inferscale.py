@@ -10,7 +10,9 @@
   any completion it is the spec's prior at typical lengths (1000 in / 200 out). Never the trace's future.
 - The ScalerState is written to and read back from its status form (`state_to_status` /
   `state_from_status`) between ticks, as the operator keeps it in the CR status, so every tick
-  proves the state survives a restart.
+  proves the state survives a restart. (The operator skips status writes that carry no news; then its
+  next tick reads an older `lastTick` and measures the queue's growth over a longer span. The record,
+  events and learned capacity are news and always written, so they match this adapter's.)
 """
 
 from __future__ import annotations
