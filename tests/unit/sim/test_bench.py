@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 from inferscale.perf import replica_capacity_rps, replica_profile
-from inferscale.sim.bench import closed_loop, scale_for, slo_ttft_for, unloaded_ttft_misses
+from inferscale.sim.bench import _verdict, closed_loop, scale_for, slo_ttft_for, unloaded_ttft_misses
 from inferscale.sim.engine import EngineConfig
+from inferscale.sim.run import RunResult, Timeline
 from inferscale.sim.scenario import Scenario, prepare
+from inferscale.sim.scores import Scores
 from inferscale.sim.traces import load_rate_curve
 
 
@@ -57,3 +59,29 @@ def test_the_ttft_target_is_500ms_unless_the_longest_prompts_cannot_prefill_in_i
     target = slo_ttft_for(long, engine_cfg)
     assert target >= 2 * idle and target - 2 * idle < 0.5 and (target / 0.5).is_integer()
     assert slo_ttft_for(np.empty(0, dtype=np.int64), engine_cfg) == 0.5
+
+
+def _result(name: str, attainment: float, gpu_hours: float) -> RunResult:
+    scores = Scores(attainment, gpu_hours, 0.1, 0.2, 0.01, 3, 1000, 0)
+    return RunResult(name, scores, Timeline(), 1.0)
+
+
+@pytest.mark.parametrize(
+    ("baseline", "behind"),
+    [
+        ((0.985, 9.0), True),  # dominates: at least the attainment with fewer GPU-hours
+        ((0.992, 11.0), False),  # more attainment bought with more GPUs: a different trade, listed
+        ((0.991, 9.5), True),  # meets the goal with fewer GPU-hours
+        ((0.97, 9.0), False),
+    ],
+)
+def test_ahead_of_a_baseline_means_none_dominates_or_meets_the_goal_cheaper(
+    baseline: tuple[float, float], behind: bool
+) -> None:
+    results = {
+        "inferscale": _result("inferscale", 0.98, 10.0),
+        "oracle": _result("oracle", 0.995, 9.0),
+        "b": _result("b", *baseline),
+    }
+    line = next(v for v in _verdict(results, 0.5) if "ahead of every baseline" in v)
+    assert ("**missed**" in line) is behind
