@@ -330,7 +330,7 @@ def main() -> int:
         lines.append(
             f"| {r['services']} | {r['queries_per_tick']:.1f} | {r['tick_s']:.2f} s ({r['kube_s']:.2f} / "
             f"{r['prom_s']:.2f}) | {r['reconcile_s']:.2f} s | {r['tick_s'] + r['reconcile_s']:.2f} s | "
-            f"{r['status_writes']:.0f} of {r['status_total']:.0f} | {r['cpu_cores']:.2f} | "
+            f"{r['status_writes']:.1f} of {r['status_total']:.0f} | {r['cpu_cores']:.2f} | "
             f"{r['rss_mb']:.0f} MB ({r['peak_rss_mb']:.0f} MB) | {r['reaction_p50_s']:.1f} s | "
             f"{r['reaction_p95_s']:.1f} s | {r['reacted']} |"
         )
