@@ -335,7 +335,7 @@ def main() -> int:
     if sp:
         print(
             f"GPU-hours {gh:.3f} vs {sp:.3f} for static peak provisioning ({result['static_peak_replicas']} "
-            f"replicas all the time): {100 * (1 - gh / sp):.0f}% fewer"
+            f"replicas all the time): {abs(100 * (1 - gh / sp)):.0f}% {'fewer' if gh <= sp else 'more'}"
         )
     print(f"{len(scalings)} scale actions, e.g.:")
     for line in scalings[:4]:
