@@ -247,7 +247,9 @@ def run_size(cluster: Cluster, n: int, sample: int) -> dict[str, Any]:
         assert op.proc is not None
         try:
             # Warm-up: two ticks, so the range query for the history has run and steady state is measured.
-            eventually(lambda: scrape(op).get("inferscale_tick_duration_seconds_count", 0) >= 3, 120, "3 ticks")
+            eventually(
+                lambda: scrape(op).get("inferscale_tick_duration_seconds_count", 0) >= 3, 120, "3 ticks", interval=5
+            )
             m0, (cpu0, _, _), t0 = scrape(op), proc_stats(op.proc.pid), time.monotonic()
             eventually(
                 lambda: (
@@ -256,6 +258,7 @@ def run_size(cluster: Cluster, n: int, sample: int) -> dict[str, Any]:
                 ),
                 STEADY_TICKS * 45,
                 f"{STEADY_TICKS} more ticks",
+                interval=5,  # the operator's /metrics is ~10 series per service: do not load what is measured
             )
             m1, (cpu1, rss, peak), t1 = scrape(op), proc_stats(op.proc.pid), time.monotonic()
             ticks = m1["inferscale_tick_duration_seconds_count"] - m0["inferscale_tick_duration_seconds_count"]

@@ -91,7 +91,7 @@ def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, s
         ("patch", "deployments.apps/scale"),
         ("list", "pods"),
         ("patch", "inferenceservices.inferscale.dev/status"),
-        ("watch", "inferenceservices.inferscale.dev"),
+        ("list", "inferenceservices.inferscale.dev"),
         ("create", "events"),
         ("list", "horizontalpodautoscalers.autoscaling"),
     ]

@@ -39,11 +39,11 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 The rules the operator needs in every namespace it watches. Each rule says why; nothing touches secrets.
 */}}
 {{- define "inferscale.rules" -}}
-# Application: list and watch InferenceServices. No patch: the operator writes only their status, and
-# kopf's event handler keeps no annotations on them.
+# Application: list InferenceServices every tick. No watch (the tick lists them) and no patch (the operator
+# writes only their status).
 - apiGroups: ["inferscale.dev"]
   resources: ["inferenceservices"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list"]
 # Application: write observed state, the decision and its explanation.
 - apiGroups: ["inferscale.dev"]
   resources: ["inferenceservices/status"]

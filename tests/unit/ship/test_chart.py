@@ -76,7 +76,7 @@ def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
     grants = _grants(_rules(docs, "ClusterRole"))
     assert by_kind(docs, "Role") == []
     needed = {
-        ("inferscale.dev", "inferenceservices", "watch"),
+        ("inferscale.dev", "inferenceservices", "list"),
         ("inferscale.dev", "inferenceservices/status", "patch"),
         ("apps", "deployments/scale", "patch"),
         ("apps", "deployments", "watch"),
