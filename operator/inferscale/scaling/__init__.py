@@ -10,6 +10,7 @@ from inferscale.scaling.forecast import Forecast, forecast
 from inferscale.scaling.inputs import validate_policy
 from inferscale.scaling.state import state_from_status, state_to_status
 from inferscale.scaling.types import (
+    CapacityLow,
     Decision,
     LastTick,
     MetricsState,
@@ -26,6 +27,7 @@ from inferscale.scaling.types import (
 )
 
 __all__ = [
+    "CapacityLow",
     "Decision",
     "Forecast",
     "LastTick",

@@ -28,6 +28,15 @@ change of the ready count, or of the start of a backlog, rate / ready mixes two 
 stretch with a saturated one.
 The estimate moves by a bounded EMA (`ALPHA`, at most `MAX_CHANGE` per tick) and, when a prior
 exists, stays within a factor `PRIOR_SPAN` of it.
+
+Scale-downs are sized with the lowest capacity of the scale-down window (`remember_low`, `low_floor`):
+the prior follows the request lengths of each tick's one-minute rates, which swing (Azure conv: 24 to
+52 req/s per replica within minutes). Stabilization pairs each past recommendation with its own tick's
+capacity, so on a rising demand a dip in capacity a few minutes ago no longer shows; a scale-down
+acted on an optimistic capacity costs a cold start to undo (on the Azure replay, 24 -> 22 replicas
+at the start of a ramp left the fleet 4 short of the oracle for the next time-to-ready), a replica
+kept on a pessimistic one only GPU-minutes. Scale-ups keep today's capacity. Smoothing the prior
+instead (an EMA) also raises the capacity used on the way up, and cost attainment (97.5-97.8%).
 """
 
 from __future__ import annotations
@@ -37,7 +46,15 @@ import math
 
 from inferscale.scaling import signals
 from inferscale.scaling.signals import MAX_COUNT, ceil_count
-from inferscale.scaling.types import MetricsState, Observation, Policy, Reason, Recommendation, ScalerState
+from inferscale.scaling.types import (
+    CapacityLow,
+    MetricsState,
+    Observation,
+    Policy,
+    Reason,
+    Recommendation,
+    ScalerState,
+)
 
 HEADROOM = 0.85
 ALPHA = 0.1
@@ -49,6 +66,9 @@ PRIOR_SPAN = 4.0
 # after a scale-up's pods turned Ready taught a factor of 0.41 of the true capacity, and the fleet
 # ran at 1.8x the oracle's GPU-hours).
 RATE_WINDOW = 60.0
+# The capacity low behind a scale-down is kept in two buckets of this fraction of the scale-down
+# window (`remember_low`), so it covers the last half window to the last whole one.
+LOW_BUCKETS = 2
 
 
 def recommend(
@@ -67,6 +87,33 @@ def recommend(
         f"at {HEADROOM:.0%}{outcome}"
     )
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
+
+
+def low_floor(demand_rps: float, low_rps: float, tolerance: float, current: int) -> int:
+    """The fewest replicas a scale-down may leave: what `demand_rps` needs at `low_rps` per replica
+    and the planning headroom, with the capacity signal's dead-band (within it, `current`)."""
+    needed = min(demand_rps / (low_rps * HEADROOM), MAX_COUNT)
+    if current > 0 and needed / current >= 1.0 - tolerance:
+        return current
+    return ceil_count(needed)
+
+
+def remember_low(low: CapacityLow | None, now: float, capacity_rps: float, bucket: float) -> CapacityLow:
+    """The capacity low after this tick's `capacity_rps`, in buckets of `bucket` seconds: the lowest
+    since the current bucket began and the lowest of the bucket just before, so min(low, before)
+    covers between one and two buckets of the past. Two buckets of half the scale-down window hold
+    it for that window's length at most; the state changes when a bucket begins or a lower value
+    arrives, not every tick."""
+    if low is None or not 0 <= now - low.since < bucket:
+        before = low.low if low is not None and 0 <= now - low.since < 2 * bucket else None
+        return CapacityLow(now, capacity_rps, before)
+    if capacity_rps < low.low:
+        return CapacityLow(low.since, capacity_rps, low.before)
+    return low
+
+
+def window_low(low: CapacityLow) -> float:
+    return low.low if low.before is None else min(low.low, low.before)
 
 
 def _usable(prior: float | None) -> float | None:

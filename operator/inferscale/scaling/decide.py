@@ -13,8 +13,9 @@ Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes
 4. the desired count is recorded, then stabilized: highest in the scale-down window, lowest in the
    scale-up window; a fresh state records the current count first, so a new operator does not
    scale down on its first sample;
-5. rate limits from the recorded scale events; 6. the consolidation check before any scale-down;
-7. min/max and the schedule floor (which is a raised minimum, not rate limited).
+5. rate limits from the recorded scale events; 6. before any scale-down, the capacity floor (the
+   capacity signal's demand at the lowest per-replica capacity of the scale-down window) and the
+   consolidation check; 7. min/max and the schedule floor (a raised minimum, not rate limited).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from inferscale.scaling.inputs import clean_observation, validate_policy
 from inferscale.scaling.schedule import active_floor
 from inferscale.scaling.stabilization import as_points, prune_events, prune_recommendations, stabilize
 from inferscale.scaling.types import (
+    CapacityLow,
     Decision,
     LastTick,
     MetricsState,
@@ -145,6 +147,15 @@ def _signals(
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
     return recs, remarks
+
+
+def _capacity_low(state: ScalerState, policy: Policy, now: float) -> CapacityLow | None:
+    """The capacity low of the scale-down window, this tick's capacity included (None without one)."""
+    per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
+    if per_replica is None or not (per_replica > 0 and math.isfinite(per_replica)):
+        return state.capacity_low
+    bucket = policy.scale_down.stabilization_window / capacity.LOW_BUCKETS
+    return capacity.remember_low(state.capacity_low, now, per_replica, bucket)
 
 
 def _inflow(obs: Observation, policy: Policy, state: ScalerState, now: float, backlog: bool) -> float | None:
@@ -279,6 +290,8 @@ def _decide(
             note(Reason.RATE_LIMITED, f"scale-down limited to {guards.describe_rule(down)}", n)
 
     if n < current:
+        n = _low_capacity_floor(recs, policy, state, now, n, current, note)
+    if n < current:
         n = _consolidate(obs, policy, state, n, current, note)
 
     n, clamp, clamp_msg = _bounds(n, low, policy, floor_rec)
@@ -325,7 +338,7 @@ def _decide(
         forecast_rps=fc.rps,
         horizon=fc.horizon,
         state=_next_state(
-            replace(learned_state, last_tick=tick),
+            replace(learned_state, last_tick=tick, capacity_low=_capacity_low(state, policy, now)),
             policy,
             now,
             (*history, TimedReplicas(now, desired)),
@@ -335,6 +348,34 @@ def _decide(
         ),
         forecast_method=fc.method if fc.rps is not None else None,
     )
+
+
+def _low_capacity_floor(
+    recs: Sequence[Recommendation], policy: Policy, state: ScalerState, now: float, n: int, current: int, note: _Note
+) -> int:
+    """Scale down only as far as the lowest capacity of the scale-down window carries the demand.
+    The capacity follows the request lengths the engines report, which swing from tick to tick: a
+    scale-down sized on a capacity that turns out optimistic costs a cold start to undo, a replica
+    kept on a pessimistic one only GPU-minutes. As stabilization takes the window's highest
+    recommendation, this takes its lowest capacity; a scale-up still uses today's."""
+    rec = next((r for r in recs if r.signal is Reason.CAPACITY), None)
+    low = _capacity_low(state, policy, now)
+    if rec is None or rec.value is None or rec.target is None or low is None:
+        return n
+    low_rps = capacity.window_low(low)
+    if not 0 < low_rps < rec.target:
+        return n
+    floor = min(capacity.low_floor(rec.value, low_rps, policy.tolerance, current), current)
+    if floor <= n:
+        return n
+    window = format_duration(policy.scale_down.stabilization_window)
+    note(
+        Reason.CONSOLIDATION_REFUSED,
+        f"consolidation refused: {rec.value:.2f} req/s at the lowest capacity of the last {window} "
+        f"({low_rps:.2f} req/s per replica) needs {floor}",
+        floor,
+    )
+    return floor
 
 
 def _consolidate(obs: Observation, policy: Policy, state: ScalerState, n: int, current: int, note: _Note) -> int:
@@ -377,6 +418,7 @@ def _next_state(
         capacity_rps=state.capacity_rps,
         capacity_factor=state.capacity_factor,
         last_tick=state.last_tick,
+        capacity_low=state.capacity_low,
     )
 
 

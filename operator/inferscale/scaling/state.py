@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from inferscale.scaling.types import LastTick, ScaleEvent, ScalerState, TimedReplicas
+from inferscale.scaling.types import CapacityLow, LastTick, ScaleEvent, ScalerState, TimedReplicas
 
 
 def state_to_status(state: ScalerState) -> dict[str, Any]:
@@ -32,6 +32,8 @@ def state_to_status(state: ScalerState) -> dict[str, Any]:
         out["capacityFactor"] = state.capacity_factor
     if state.last_tick is not None:
         out["lastTick"] = _last_tick_to_status(state.last_tick)
+    if state.capacity_low is not None and _time(state.capacity_low.since) and _known(state.capacity_low.low):
+        out["capacityLow"] = _capacity_low_to_status(state.capacity_low)
     return out
 
 
@@ -58,7 +60,24 @@ def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
         capacity_rps=_non_negative(obj.get("capacityRps")),
         capacity_factor=_non_negative(obj.get("capacityFactor")),
         last_tick=_last_tick_from_status(obj.get("lastTick")),
+        capacity_low=_capacity_low_from_status(obj.get("capacityLow")),
     )
+
+
+def _capacity_low_to_status(low: CapacityLow) -> dict[str, Any]:
+    out: dict[str, Any] = {"since": low.since, "low": low.low}
+    if _known(low.before):
+        out["before"] = low.before
+    return out
+
+
+def _capacity_low_from_status(value: object) -> CapacityLow | None:
+    if not isinstance(value, Mapping) or not _time(value.get("since")):
+        return None
+    low = _non_negative(value.get("low"))
+    if low is None:
+        return None
+    return CapacityLow(float(value["since"]), low, _non_negative(value.get("before")))
 
 
 def _last_tick_to_status(last: LastTick) -> dict[str, Any]:

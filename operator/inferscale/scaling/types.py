@@ -135,6 +135,16 @@ class LastTick:
 
 
 @dataclass(frozen=True)
+class CapacityLow:
+    """The lowest per-replica capacity sized with recently, in two consecutive buckets (see
+    `capacity.remember_low`): the window's low without a record per tick."""
+
+    since: float  # when the current bucket began
+    low: float  # the lowest capacity since `since`
+    before: float | None = None  # the lowest of the bucket just before; None when there was none
+
+
+@dataclass(frozen=True)
 class ScalerState:
     """Everything a decision needs from the past. Round-trips through status (see to_status/from_status
     in scaling.state), so an operator restart neither forgets a window nor shortens it."""
@@ -147,6 +157,7 @@ class ScalerState:
     # so a change of lengths (which the prior follows) is not mistaken for a change of capacity
     capacity_factor: float | None = None
     last_tick: LastTick | None = None  # the previous tick's ready count and queue
+    capacity_low: CapacityLow | None = None  # the lowest capacity of the scale-down window, for scale-downs
 
 
 @dataclass(frozen=True)

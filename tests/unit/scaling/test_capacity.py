@@ -6,7 +6,7 @@ import pytest
 
 from inferscale.scaling import capacity
 from inferscale.scaling.capacity import ALPHA, MAX_CHANGE, PRIOR_SPAN, Evidence, learn
-from inferscale.scaling.types import ScalerState
+from inferscale.scaling.types import CapacityLow, ScalerState
 
 AT, LOWER, UPPER = Evidence.AT_CAPACITY, Evidence.LOWER_BOUND, Evidence.UPPER_BOUND
 
@@ -69,3 +69,28 @@ def test_the_learned_figure_follows_the_prior_through_a_change_of_lengths() -> N
 def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int, expected: int) -> None:
     rec, _ = capacity.recommend(demand, 12.0, True, 180.0, 0.1, current)  # 10.2 req/s per replica at 85%
     assert rec.replicas == expected
+
+
+def test_the_low_floor_is_the_need_at_the_lowest_capacity_with_the_dead_band() -> None:
+    # 8 req/s per replica is 6.8 at the 85% headroom
+    assert capacity.low_floor(100.0, 8.0, 0.1, 20) == 15  # 14.7
+    assert capacity.low_floor(125.0, 8.0, 0.1, 20) == 20  # 18.4: within 10% of 20, hold
+    assert capacity.low_floor(200.0, 8.0, 0.1, 20) == 20  # 29.4: a floor on a scale-down never adds replicas
+    assert capacity.low_floor(1e308, 1e-300, 0.1, 0) > 0  # no overflow to an infinite count
+
+
+def test_the_capacity_low_keeps_two_buckets_and_changes_only_on_news() -> None:
+    low = capacity.remember_low(None, 0.0, 30.0, 150.0)
+    assert low == CapacityLow(0.0, 30.0) and capacity.window_low(low) == 30.0
+    low = capacity.remember_low(low, 10.0, 25.0, 150.0)
+    assert low == CapacityLow(0.0, 25.0)
+    assert capacity.remember_low(low, 20.0, 28.0, 150.0) is low  # not lower: no change to write
+    low = capacity.remember_low(low, 150.0, 33.0, 150.0)  # a new bucket remembers the last one's low
+    assert low == CapacityLow(150.0, 33.0, 25.0) and capacity.window_low(low) == 25.0
+    low = capacity.remember_low(low, 300.0, 34.0, 150.0)  # 25 is now older than two buckets
+    assert low == CapacityLow(300.0, 34.0, 33.0) and capacity.window_low(low) == 33.0
+    # after a gap longer than a bucket the old low is forgotten; a clock going back starts afresh
+    assert capacity.remember_low(low, 800.0, 40.0, 150.0) == CapacityLow(800.0, 40.0)
+    assert capacity.remember_low(low, 100.0, 40.0, 150.0) == CapacityLow(100.0, 40.0)
+    # a zero window keeps no memory
+    assert capacity.remember_low(CapacityLow(0.0, 1.0), 10.0, 40.0, 0.0) == CapacityLow(10.0, 40.0)

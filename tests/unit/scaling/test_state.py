@@ -9,7 +9,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inferscale.scaling import LastTick, ScaleEvent, ScalerState, TimedReplicas, state_from_status, state_to_status
+from inferscale.scaling import (
+    CapacityLow,
+    LastTick,
+    ScaleEvent,
+    ScalerState,
+    TimedReplicas,
+    state_from_status,
+    state_to_status,
+)
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 states = st.builds(
@@ -32,6 +40,15 @@ states = st.builds(
             finite,
             st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e9)),
             st.one_of(st.none(), finite),
+        ),
+    ),
+    capacity_low=st.one_of(
+        st.none(),
+        st.builds(
+            CapacityLow,
+            finite,
+            st.floats(min_value=0.0, max_value=1e6),
+            st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
         ),
     ),
 )
@@ -96,3 +113,16 @@ def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
     assert state_from_status(state_to_status(unknown_queue)) == unknown_queue
     for bad in ({"at": 1.0, "ready": -1, "readySince": 0.0}, {"at": "x", "ready": 1, "readySince": 0.0}, [1]):
         assert state_from_status({"lastTick": bad}).last_tick is None
+
+
+def test_capacity_low_round_trips_and_a_bad_one_is_dropped() -> None:
+    state = ScalerState(capacity_low=CapacityLow(120.0, 27.5, 30.25))
+    status = state_to_status(state)
+    assert status["capacityLow"] == {"since": 120.0, "low": 27.5, "before": 30.25}
+    assert state_from_status(json.loads(json.dumps(status))) == state
+    assert "before" not in state_to_status(ScalerState(capacity_low=CapacityLow(120.0, 27.5)))["capacityLow"]
+    for bad in ({"since": 1.0, "low": -1.0}, {"since": "x", "low": 1.0}, {"low": 1.0}, [1]):
+        assert state_from_status({"capacityLow": bad}).capacity_low is None
+    assert state_from_status({"capacityLow": {"since": 1.0, "low": 2.0, "before": "x"}}).capacity_low == CapacityLow(
+        1.0, 2.0
+    )

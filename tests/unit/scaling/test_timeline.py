@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pytest
 from tests.unit.scaling.helpers import observe, policy, run_fleet
 
-from inferscale.scaling import LastTick, MetricsState, Reason, ScalerState, ScaleRule, Schedule, decide
+from inferscale.scaling import (
+    LastTick,
+    MetricsState,
+    Reason,
+    ScalerState,
+    ScaleRule,
+    Schedule,
+    decide,
+    state_from_status,
+    state_to_status,
+)
 
 HIGH, LOW = 7.6, 0.8  # total KV load in "replicas at 100%": 10 replicas at 76%, then 1 replica's worth
 
@@ -226,3 +237,34 @@ def test_capacity_is_not_learned_from_a_rate_that_spans_another_fleet_size_or_an
     steady = ScalerState(last_tick=LastTick(now - 10, 8, now - 300, 150.0, now - 300))
     learned = decide(obs, pol, steady, now).state.capacity_factor
     assert learned is not None and learned < 1.0
+
+
+def test_a_scale_down_is_sized_with_the_lowest_capacity_of_its_window() -> None:
+    # The perf prior follows the request lengths tick by tick: 20 req/s per replica, but 10 once at
+    # t=200 (long requests). Demand 60 req/s, then 80 from t=300: every recommendation of the window
+    # is below the 10 replicas (4, 8 at t=200, then 5), so stabilization alone scales down to 8 at
+    # t=300; at the window's lowest capacity 80 req/s needs 9.4 replicas, within the dead-band of 10,
+    # until that low has aged out of the window (the capacity low keeps half-window buckets: t=450).
+    def run(prior_at: Callable[[float], float]) -> list[tuple[float, int]]:
+        st, current, out = ScalerState(), 10, []
+        for i in range(61):
+            t = 10.0 * i
+            obs = observe(
+                current,
+                kv=0.3,
+                request_rate=60.0 if t < 300 else 80.0,
+                ttft_p95=0.1,
+                itl_mean=0.01,
+                at=t,
+                newest_sample_at=t,
+            )
+            d = decide(obs, policy(capacity_prior_rps=prior_at(t), predictive=False), st, t)
+            st = state_from_status(state_to_status(d.state))  # through status, as the operator keeps it
+            current = d.replicas
+            out.append((t, d.replicas))
+        return out
+
+    dip = run(lambda t: 10.0 if t == 200 else 20.0)
+    assert all(n == 10 for t, n in dip if t < 450)
+    steady = run(lambda t: 20.0)
+    assert min(n for t, n in steady if t <= 310) < 10  # without the dip the same load does scale down
