@@ -4,7 +4,6 @@ Each tick costs a fixed number of requests whatever the number of services: five
 lists per watched namespace (or five cluster-wide, in pages of 500), the fixed PromQL set per
 distinct `spec.metrics.selector` (usually one; the default group runs alongside the lists), and
 one incremental range query for the rate history.
-Per-service daemons wait for the next tick and decide from it.
 """
 
 from __future__ import annotations
@@ -124,9 +123,7 @@ class Collector:
         self.log = logger or logging.getLogger("inferscale.collector")
         self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         self._history_until: dict[Selector, float] = {}
-        self.latest: Tick | None = None
         self.last_success: float | None = None
-        self._cond = asyncio.Condition()
         self._seq = 0
 
     async def _lists(self, tick: Tick) -> None:
@@ -215,13 +212,4 @@ class Collector:
         if tick.kube_error is None:
             self.last_success = tick.at
             metrics.LAST_TICK.set(tick.at)
-        async with self._cond:
-            self.latest = tick
-            self._cond.notify_all()
         return tick
-
-    async def next_tick(self, after_seq: int) -> Tick:
-        async with self._cond:
-            await self._cond.wait_for(lambda: self.latest is not None and self.latest.seq > after_seq)
-            assert self.latest is not None
-            return self.latest

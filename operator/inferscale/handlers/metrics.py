@@ -10,6 +10,7 @@ from prometheus_client.registry import Collector
 
 REGISTRY = CollectorRegistry(auto_describe=True)
 _SERVICE = ("namespace", "name")
+_SECONDS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30)  # tick-scale durations
 
 DESIRED = Gauge("inferscale_desired_replicas", "Replicas inferscale decided.", _SERVICE, registry=REGISTRY)
 CURRENT = Gauge("inferscale_current_replicas", "The target's spec.replicas.", _SERVICE, registry=REGISTRY)
@@ -24,25 +25,25 @@ CONDITION = Gauge("inferscale_condition", "Status conditions: 1 True, 0 False.",
 TICK_DURATION = Histogram(
     "inferscale_tick_duration_seconds",
     "Time to read the cluster and Prometheus for every service once.",
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    buckets=_SECONDS,
     registry=REGISTRY,
 )
 RECONCILE_DURATION = Histogram(
     "inferscale_reconcile_duration_seconds",
     "Time to decide, act and write status for every service in one tick.",
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    buckets=_SECONDS,
     registry=REGISTRY,
 )
 TICK_PHASE = Histogram(
     "inferscale_tick_phase_seconds",
     "Time of each part of the read: the Kubernetes lists, the PromQL set, the rate-history range query.",
     ("phase",),
-    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+    buckets=_SECONDS,
     registry=REGISTRY,
 )
 STATUS_WRITES = Counter(
     "inferscale_status_writes",
-    "Status updates by outcome: written, or skipped because nothing but timestamps changed.",
+    "Status updates by outcome: written, or unchanged (no news, and the figures were refreshed recently).",
     ("outcome",),
     registry=REGISTRY,
 )

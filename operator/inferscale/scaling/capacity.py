@@ -75,10 +75,7 @@ def recommend(
     demand_rps: float, capacity_rps: float, learned: bool, horizon: float, tolerance: float, current: int
 ) -> tuple[Recommendation, int]:
     """The recommendation, and the count it would ask for without the dead-band."""
-    # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
-    needed = min(demand_rps / (capacity_rps * HEADROOM), MAX_COUNT)
-    replicas = ceil_count(needed)
-    held = current > 0 and replicas < current and needed / current >= 1.0 - tolerance
+    replicas, held = _need(demand_rps, capacity_rps, tolerance, current)
     source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
     outcome = f", within {tolerance:.0%} tolerance → hold {current}" if held else f" → {replicas}"
@@ -89,13 +86,20 @@ def recommend(
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
+def _need(demand_rps: float, capacity_rps: float, tolerance: float, current: int) -> tuple[int, bool]:
+    """The count `demand_rps` needs at `capacity_rps` per replica and the planning headroom, and whether
+    the dead-band holds `current` instead of a scale-down to it."""
+    # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
+    needed = min(demand_rps / (capacity_rps * HEADROOM), MAX_COUNT)
+    replicas = ceil_count(needed)
+    return replicas, current > 0 and replicas < current and needed / current >= 1.0 - tolerance
+
+
 def low_floor(demand_rps: float, low_rps: float, tolerance: float, current: int) -> int:
-    """The fewest replicas a scale-down may leave: what `demand_rps` needs at `low_rps` per replica
-    and the planning headroom, with the capacity signal's dead-band (within it, `current`)."""
-    needed = min(demand_rps / (low_rps * HEADROOM), MAX_COUNT)
-    if current > 0 and needed / current >= 1.0 - tolerance:
-        return current
-    return ceil_count(needed)
+    """The fewest replicas a scale-down may leave (never more than `current`): what `demand_rps` needs
+    at `low_rps` per replica, with the capacity signal's dead-band."""
+    replicas, held = _need(demand_rps, low_rps, tolerance, current)
+    return current if held else min(replicas, current)
 
 
 def remember_low(low: CapacityLow | None, now: float, capacity_rps: float, bucket: float) -> CapacityLow:

@@ -365,7 +365,7 @@ def _low_capacity_floor(
     low_rps = capacity.window_low(low)
     if not 0 < low_rps < rec.target:
         return n
-    floor = min(capacity.low_floor(rec.value, low_rps, policy.tolerance, current), current)
+    floor = capacity.low_floor(rec.value, low_rps, policy.tolerance, current)
     if floor <= n:
         return n
     window = format_duration(policy.scale_down.stabilization_window)

@@ -76,7 +76,7 @@ def test_the_low_floor_is_the_need_at_the_lowest_capacity_with_the_dead_band() -
     assert capacity.low_floor(100.0, 8.0, 0.1, 20) == 15  # 14.7
     assert capacity.low_floor(125.0, 8.0, 0.1, 20) == 20  # 18.4: within 10% of 20, hold
     assert capacity.low_floor(200.0, 8.0, 0.1, 20) == 20  # 29.4: a floor on a scale-down never adds replicas
-    assert capacity.low_floor(1e308, 1e-300, 0.1, 0) > 0  # no overflow to an infinite count
+    assert capacity.low_floor(1e308, 1e-300, 0.1, 5) == 5  # no overflow to an infinite count
 
 
 def test_the_capacity_low_keeps_two_buckets_and_changes_only_on_news() -> None:
