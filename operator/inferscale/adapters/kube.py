@@ -9,10 +9,11 @@ pods; the tick only needs a few fields, so this talks JSON over aiohttp with the
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import os
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,11 @@ from kubernetes import config as k8s_config
 
 SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # a path, not a secret
 LIST_PAGE = 500  # client-go's pager default
+
+
+def collection_path(group_version: str, plural: str, namespace: str | None) -> str:
+    base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
+    return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
 
 
 class KubeError(Exception):
@@ -133,9 +139,20 @@ class KubeApi:
         """All objects of a kind in one namespace or cluster-wide; [] when the kind is not served
         (e.g. KEDA is not installed). Read in pages of LIST_PAGE, as client-go's pager does, and each
         page reduced by `keep` before the next is read, so a large fleet is never held as full objects."""
-        base = "/api/v1" if group_version == "v1" else f"/apis/{group_version}"
-        path = f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
-        out: list[dict[str, Any]] = []
+        items, _ = await self.list_versioned(group_version, plural, namespace, keep)
+        return items
+
+    async def list_versioned(
+        self,
+        group_version: str,
+        plural: str,
+        namespace: str | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ) -> tuple[builtins.list[dict[str, Any]], str | None]:  # `list` is a method here
+        """`list`, and the list's resourceVersion (a watch from it misses nothing); None when the kind is
+        not served."""
+        path = collection_path(group_version, plural, namespace)
+        out: builtins.list[dict[str, Any]] = []
         token = ""
         while True:
             params = {"limit": str(LIST_PAGE), **({"continue": token} if token else {})}
@@ -143,14 +160,44 @@ class KubeApi:
                 answer = await self.request("GET", path, params=params)
             except KubeError as e:
                 if e.status == 404:
-                    return []
+                    return [], None
                 raise
             if not isinstance(answer, dict):
-                return out
+                return out, None
             out.extend(keep(i) if keep else i for i in answer.get("items") or [] if isinstance(i, dict))
-            token = str((answer.get("metadata") or {}).get("continue") or "")
+            meta = answer.get("metadata") or {}
+            token = str(meta.get("continue") or "")
             if not token:
-                return out
+                return out, meta.get("resourceVersion")
+
+    async def watch(self, path: str, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
+        """The events of a watch from `resource_version` until the server ends it after `timeout`
+        seconds. Not counted against the request concurrency: a watch is open for minutes."""
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        params = {
+            "watch": "1",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout),
+        }
+        self.requests_sent += 1
+        long = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=timeout + 30)
+        try:
+            async with self._session.get(
+                self.creds.host + path, params=params, headers=self._headers(None), ssl=self.creds.ssl, timeout=long
+            ) as resp:
+                if resp.status >= 400:
+                    raise KubeError(resp.status, (await resp.text())[:500])
+                buffer = b""
+                async for chunk in resp.content.iter_any():
+                    buffer += chunk
+                    *lines, buffer = buffer.split(b"\n")
+                    for line in lines:
+                        if line.strip():
+                            yield json.loads(line)
+        except (aiohttp.ClientError, TimeoutError) as e:
+            raise KubeError(0, f"{type(e).__name__}: {e}") from e
 
     async def get(self, path: str) -> dict[str, Any]:
         answer = await self.request("GET", path)

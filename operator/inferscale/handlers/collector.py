@@ -1,7 +1,8 @@
 """The tick: one batched read of the cluster and of Prometheus for every InferenceService.
 
-Each tick costs a fixed number of requests whatever the number of services: five Kubernetes
-lists per watched namespace (or five cluster-wide, in pages of 500), the fixed PromQL set per
+Each tick costs a fixed number of requests whatever the number of services: three Kubernetes
+lists per watched namespace (or three cluster-wide, in pages of 500; pods and Deployments come
+from watch-fed caches, listed only while a cache is out of sync), the fixed PromQL set per
 distinct `spec.metrics.selector` (usually one; the default group runs alongside the lists), and
 one incremental range query for the rate history.
 """
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
 
+from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
 from inferscale.adapters.workload import parse_time
@@ -25,6 +27,14 @@ from inferscale.handlers import metrics
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
 Selector = tuple[tuple[str, str], ...]
+KINDS = (
+    ("apps/v1", "deployments"),
+    ("v1", "pods"),
+    ("autoscaling/v2", "horizontalpodautoscalers"),
+    ("keda.sh/v1alpha1", "scaledobjects"),
+    ("inferscale.dev/v1alpha1", "inferenceservices"),
+)
+CACHED = (("apps/v1", "deployments"), ("v1", "pods"))
 Obj = dict[str, Any]
 
 
@@ -115,6 +125,7 @@ class Collector:
         interval: float,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | None = None,
+        watch: bool = True,
     ) -> None:
         self.kube, self.prom = kube, prom
         self.namespaces = namespaces  # None: cluster-wide
@@ -125,26 +136,42 @@ class Collector:
         self._history_until: dict[Selector, float] = {}
         self.last_success: float | None = None
         self._seq = 0
+        # Pods and Deployments are followed by watches; InferenceServices are listed every tick, since a
+        # tick must read the status (the scaler's record) the previous tick wrote; HPAs and
+        # ScaledObjects are few.
+        self.informers: dict[tuple[str | None, str], Informer] = {}
+        if watch:
+            for ns in self._scopes():
+                for gv, plural in CACHED:
+                    self.informers[(ns, plural)] = Informer(kube, gv, plural, ns, partial(slim, plural=plural))
+
+    def _scopes(self) -> list[str | None]:
+        return list(self.namespaces) if self.namespaces else [None]
+
+    def start(self) -> None:
+        for informer in self.informers.values():
+            informer.start()
+
+    async def stop(self) -> None:
+        await asyncio.gather(*(i.stop() for i in self.informers.values()))
+
+    async def _read(self, gv: str, plural: str, ns: str | None) -> list[Obj]:
+        informer = self.informers.get((ns, plural))
+        cached = informer.items() if informer is not None else None
+        if cached is not None:
+            return cached
+        return await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural))
 
     async def _lists(self, tick: Tick) -> None:
         started = time.monotonic()
-        scopes: list[str | None] = list(self.namespaces) if self.namespaces else [None]
-        kinds = [
-            ("apps/v1", "deployments"),
-            ("v1", "pods"),
-            ("autoscaling/v2", "horizontalpodautoscalers"),
-            ("keda.sh/v1alpha1", "scaledobjects"),
-            ("inferscale.dev/v1alpha1", "inferenceservices"),
-        ]
-        calls = [
-            self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural)) for ns in scopes for gv, plural in kinds
-        ]
+        scopes = self._scopes()
+        calls = [self._read(gv, plural, ns) for ns in scopes for gv, plural in KINDS]
         try:
             results = await asyncio.gather(*calls)
         finally:
             metrics.TICK_PHASE.labels("kubernetes").observe(time.monotonic() - started)
         for i, items in enumerate(results):
-            plural = kinds[i % len(kinds)][1]
+            plural = KINDS[i % len(KINDS)][1]
             for obj in items:
                 meta = obj.get("metadata") or {}
                 ns = str(meta.get("namespace", ""))

@@ -2,8 +2,8 @@
 
 kopf owns the process (login, logging, graceful exit); the decisions run in one tick loop started at
 startup, which reads every InferenceService and its workload in batches (see collector.py). There is
-no per-object watch: the tick lists InferenceServices anyway, and a kopf watch would decode and
-deep-copy every one of the operator's own status writes (about 3 s of the event loop per tick at 1000
+no kopf watch on InferenceServices: the tick lists them anyway, and kopf would decode and deep-copy
+every one of the operator's own status writes (about 3 s of the event loop per tick at 1000
 services, profiled), so a new or changed spec is acted on at the next tick.
 """
 
@@ -14,6 +14,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import kopf
@@ -24,9 +25,11 @@ from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.adapters.prometheus import PrometheusReader
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Collector
-from inferscale.handlers.reconcile import Runtime, reconcile
+from inferscale.handlers.reconcile import Runtime, reconcile, write_status
+from inferscale.handlers.refresher import Refresher
 
 log = logging.getLogger("inferscale")
+REFRESH_SHARE = 0.8  # of the idle time between ticks over which figure refreshes are spread
 
 
 @dataclass
@@ -54,11 +57,16 @@ class Loop:
         while not self.stopped.is_set():
             begun = time.monotonic()
             self.wake.clear()
+            refresher = self.runtime.refresher
+            if refresher is not None:
+                await refresher.finish()  # every refresh lands before this tick reads statuses
             try:
                 await self.tick()
             except Exception:  # one bad tick must not end the loop
                 log.exception("tick failed")
             delay = max(0.0, self.collector.interval - (time.monotonic() - begun))
+            if refresher is not None:
+                refresher.start(until=time.monotonic() + REFRESH_SHARE * delay)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.wake.wait(), timeout=delay)
 
@@ -127,8 +135,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = KubeApi(Credentials.load(cfg.kubeconfig))
     prom = PrometheusReader(cfg.prometheus_url, timeout=cfg.prometheus_timeout)
     collector = Collector(kube, prom, cfg.namespaces, cfg.interval)
-    loop = Loop(collector, Runtime(kube=kube, default_interval=cfg.interval, history=collector.history))
+    runtime = Runtime(kube=kube, default_interval=cfg.interval, history=collector.history)
+    runtime.refresher = Refresher(partial(write_status, kube, logger=runtime.logger))
+    loop = Loop(collector, runtime)
     memo.loop = loop
+    collector.start()
     counts = metrics.RequestCounts(lambda: prom.queries_sent, lambda: kube.requests_sent)
     metrics.REGISTRY.register(counts)
     loop.counts = counts
@@ -153,6 +164,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     for task in loop.tasks:
         task.cancel()
     await asyncio.gather(*loop.tasks, return_exceptions=True)
+    await loop.collector.stop()
+    if loop.runtime.refresher is not None:
+        await loop.runtime.refresher.finish()
     if loop.runner is not None:
         await loop.runner.cleanup()
     if loop.counts is not None:

@@ -28,16 +28,18 @@ from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Tick
+from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.status import (
     Condition,
     append_history,
     condition_changed,
     decision_status,
+    has_news,
     merge_conditions,
     metrics_condition,
-    needs_write,
     observed,
     recommendations,
+    refresh_due,
     slo_condition,
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
@@ -57,6 +59,7 @@ class Runtime:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
+    refresher: Refresher | None = None  # None: figure refreshes are written in the tick
 
 
 def _cr_path(ns: str, name: str) -> str:
@@ -94,19 +97,28 @@ async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: st
         rt.logger.warning("could not post event %s for %s/%s: %s", reason, ns, meta.get("name"), e)
 
 
-async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
-    meta = body.get("metadata") or {}
-    if not needs_write(body.get("status") or {}, status, now):
-        metrics.STATUS_WRITES.labels("unchanged").inc()
-        return
-    metrics.STATUS_WRITES.labels("written").inc()
+async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger: logging.Logger) -> None:
     try:
-        await rt.kube.merge_patch(
-            _cr_path(meta["namespace"], meta["name"]) + "/status", {"status": status}, answer=False
-        )
+        await kube.merge_patch(path, body, answer=False)
     except KubeError as e:
         metrics.KUBE_ERRORS.labels("status").inc()
-        rt.logger.warning("could not write status of %s/%s: %s", meta.get("namespace"), meta.get("name"), e)
+        logger.warning("could not write status %s: %s", path, e)
+
+
+async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
+    meta = body.get("metadata") or {}
+    old = body.get("status") or {}
+    path = _cr_path(meta["namespace"], meta["name"]) + "/status"
+    if has_news(old, status):
+        metrics.STATUS_WRITES.labels("written").inc()
+        await write_status(rt.kube, path, {"status": status}, rt.logger)
+    elif not refresh_due(old, status, now):
+        metrics.STATUS_WRITES.labels("unchanged").inc()
+    elif rt.refresher is not None:
+        rt.refresher.submit(path, {"status": status})
+    else:
+        metrics.STATUS_WRITES.labels("refreshed").inc()
+        await write_status(rt.kube, path, {"status": status}, rt.logger)
 
 
 async def _problem(
@@ -220,6 +232,8 @@ async def _ensure_managed(
                 f"/apis/apps/v1/namespaces/{ns}/deployments", managed_deployment(body, template, initial_replicas)
             )
         except KubeError as e:
+            if e.status == 409:
+                return None  # created since the cluster was read (the cache lags): the next tick sees it
             metrics.KUBE_ERRORS.labels("create").inc()
             msg = f"could not create Deployment {name}: {e}"
             await _problem(rt, body, now, [Condition("Ready", "False", "CreateFailed", msg)], "CreateFailed", msg)

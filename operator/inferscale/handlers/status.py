@@ -161,17 +161,21 @@ _NEWS: dict[str, Callable[[Any], Any]] = {
 }
 
 
-def needs_write(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> bool:
-    """Write status when it says something new: a count, a reason, a condition, the scaler's record.
-    A thousand services writing every tick would cost the API server and etcd ~70 writes a second;
-    the figures (latency, KV, rates, messages) alone are refreshed every STATUS_REFRESH seconds."""
-    if "decision" in new:
-        written = parse_time((old.get("decision") or {}).get("at"))
-        if written is None or not 0 <= now - written < STATUS_REFRESH:
-            return True
+def has_news(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Whether a status says something new: a count, a reason, a condition, the scaler's record.
+    Only these are written in the tick; the figures behind them (latency, KV, rates, messages) are
+    refreshed every STATUS_REFRESH seconds, paced between ticks (see refresher.py)."""
 
     def news(key: str, value: Any) -> Any:
         value = _kept(value)
         return _NEWS[key](value) if key in _NEWS and value is not None else value
 
     return any(news(k, v) != news(k, old.get(k)) for k, v in new.items())
+
+
+def refresh_due(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> bool:
+    """Whether the figures in status are older than STATUS_REFRESH (decision.at dates them)."""
+    if "decision" not in new:
+        return False
+    written = parse_time((old.get("decision") or {}).get("at"))
+    return written is None or not 0 <= now - written < STATUS_REFRESH

@@ -3,7 +3,7 @@
 from inferscale.adapters.workload import conflicting_autoscalers, parse_time, selector_matches, target_state
 from inferscale.api.convert import observed_lengths
 from inferscale.handlers.reconcile import managed_deployment
-from inferscale.handlers.status import Condition, append_history, merge_conditions, needs_write
+from inferscale.handlers.status import Condition, append_history, has_news, merge_conditions, refresh_due
 from inferscale.scaling.types import MetricsState, Observation
 
 BODY = {"metadata": {"name": "llm", "namespace": "ns", "uid": "u-1", "generation": 3}}
@@ -120,6 +120,10 @@ def test_candidate_pods_narrow_by_a_label_and_fall_back_to_the_namespace() -> No
     assert tick.candidate_pods("other", {"matchLabels": {"app": "x"}}) == []
 
 
+def slo_true() -> list[dict[str, str]]:
+    return [{"type": "SLOMet", "status": "True", "reason": "WithinSLO", "message": "TTFT P95 200ms"}]
+
+
 def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() -> None:
     old = {
         "observed": {"at": "2025-12-31T23:59:55Z", "metrics": "Complete", "kvCacheUtilization": 0.5, "waiting": 1.0},
@@ -139,15 +143,18 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
         "desiredReplicas": 2,
         "scaler": {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 16.0, "ready": 2, "waiting": 3}},
     }
-    assert not needs_write(old, figures, t0 + 15)  # only figures and timestamps moved
-    assert needs_write(old, figures, t0 + 30)  # due for a refresh
-    assert needs_write(old, {**figures, "desiredReplicas": 3}, t0 + 15)
-    assert needs_write(old, {**figures, "observed": {**figures["observed"], "metrics": "Missing"}}, t0 + 15)
+    assert not has_news(old, figures)  # only figures and timestamps moved
+    assert not refresh_due(old, figures, t0 + 15)
+    assert refresh_due(old, figures, t0 + 30)
+    assert refresh_due({}, figures, t0 + 15)
+    assert not refresh_due(old, {"conditions": slo_true()}, t0 + 30)  # a problem status carries no figures
+    assert has_news(old, {**figures, "desiredReplicas": 3})
+    assert has_news(old, {**figures, "observed": {**figures["observed"], "metrics": "Missing"}})
     slo = [{"type": "SLOMet", "status": "False", "reason": "SLOViolated", "message": "TTFT P95 900ms"}]
-    assert needs_write(old, {**figures, "conditions": slo}, t0 + 15)
+    assert has_news(old, {**figures, "conditions": slo})
     rec = [{"signal": "KVCacheSaturation", "replicas": 3, "value": 0.9, "message": "kv 90%"}]
-    assert needs_write(old, {**figures, "recommendations": rec}, t0 + 15)
-    assert needs_write(old, {**figures, "scaler": {"recommendations": [{"at": 1.0, "replicas": 3}]}}, t0 + 15)
+    assert has_news(old, {**figures, "recommendations": rec})
+    assert has_news(old, {**figures, "scaler": {"recommendations": [{"at": 1.0, "replicas": 3}]}})
     grew = {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 16.0, "ready": 3, "waiting": 3}}
-    assert needs_write(old, {**figures, "scaler": grew}, t0 + 15)
-    assert needs_write({}, figures, t0 + 15)
+    assert has_news(old, {**figures, "scaler": grew})
+    assert has_news({}, figures)
