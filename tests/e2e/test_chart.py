@@ -90,6 +90,8 @@ def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, s
     allowed = [
         ("patch", "deployments.apps/scale"),
         ("list", "pods"),
+        ("watch", "pods"),  # the tick's pod and Deployment caches follow watches
+        ("watch", "deployments.apps"),
         ("patch", "inferenceservices.inferscale.dev/status"),
         ("list", "inferenceservices.inferscale.dev"),
         ("create", "events"),
