@@ -76,12 +76,16 @@ class KubeApi:
         self.creds = creds
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=10.0)
         self._session: aiohttp.ClientSession | None = None
+        # Watches hold a connection each for minutes: their own pool, without aiohttp's limit of 100
+        # connections, so two watches per namespace can never starve the tick's requests.
+        self._watch_session: aiohttp.ClientSession | None = None
         self._sem = asyncio.Semaphore(concurrency)
         self.requests_sent = 0
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._watch_session):
+            if session is not None:
+                await session.close()
 
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "inferscale"}
@@ -173,8 +177,8 @@ class KubeApi:
     async def watch(self, path: str, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
         """The events of a watch from `resource_version` until the server ends it after `timeout`
         seconds. Not counted against the request concurrency: a watch is open for minutes."""
-        if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+        if self._watch_session is None:
+            self._watch_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         params = {
             "watch": "1",
             "resourceVersion": resource_version,
@@ -184,7 +188,7 @@ class KubeApi:
         self.requests_sent += 1
         long = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=timeout + 30)
         try:
-            async with self._session.get(
+            async with self._watch_session.get(
                 self.creds.host + path, params=params, headers=self._headers(None), ssl=self.creds.ssl, timeout=long
             ) as resp:
                 if resp.status >= 400:

@@ -164,3 +164,15 @@ async def test_the_tick_reads_a_synced_cache_and_lists_what_is_not() -> None:
     await collector._lists(tick)
     assert sorted(kube.listed) == ["deployments", "horizontalpodautoscalers", "inferenceservices", "scaledobjects"]
     assert [p["metadata"]["name"] for p in tick.pods["ns"]] == ["a"]
+
+
+async def test_many_open_watches_never_starve_the_ticks_requests(server: tuple[Server, KubeApi]) -> None:
+    srv, kube = server
+    informers = [Informer(kube, "v1", "pods", "ns") for _ in range(120)]  # two per namespace, 60 namespaces
+    for inf in informers:
+        inf.start()
+    await until(lambda: len(srv.watches) == 120, "120 open watches")
+    items = await asyncio.wait_for(kube.list("v1", "pods", "ns"), timeout=10)
+    assert len(items) == 2
+    for inf in informers:
+        await inf.stop()
