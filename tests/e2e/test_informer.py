@@ -1,0 +1,57 @@
+"""The tick's watch-fed cache against the real API server: it follows a Deployment being created, scaled
+through /scale and deleted, and pods turning Ready, as the server streams them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from functools import partial
+
+from inferscale.adapters.informer import Informer
+from inferscale.adapters.kube import Credentials, KubeApi
+from inferscale.handlers.collector import slim
+from tests.e2e.cluster import Cluster
+from tests.e2e.test_stack import gpu_deployment
+
+
+async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.2)
+
+
+async def test_the_cache_follows_the_api_server(cluster: Cluster, namespace: str) -> None:
+    kube = KubeApi(Credentials.load(cluster.kubeconfig))
+    deployments = Informer(kube, "apps/v1", "deployments", namespace, partial(slim, plural="deployments"))
+    pods = Informer(kube, "v1", "pods", namespace, partial(slim, plural="pods"))
+    for inf in (deployments, pods):
+        inf.start()
+    try:
+        await until(lambda: deployments.items() == [] and pods.items() == [], "both caches to list")
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("cached", 1, 0, "1s"))
+        key = (namespace, "cached")
+        await until(lambda: key in deployments.store, "the new Deployment")
+
+        def ready_pods() -> int:
+            conds = [c for p in pods.items() or [] for c in p["status"].get("conditions") or []]
+            return sum(1 for c in conds if c["type"] == "Ready" and c["status"] == "True")
+
+        await until(lambda: ready_pods() == 1, "its pod, Ready")
+        assert "managedFields" not in deployments.store[key]["metadata"]  # slimmed as the tick's lists are
+
+        patch = json.dumps({"spec": {"replicas": 3}})
+        cluster.kubectl("patch", "deployment", "cached", "-n", namespace, "--subresource=scale", "-p", patch)
+        await until(lambda: deployments.store[key]["spec"]["replicas"] == 3, "the /scale write")
+        await until(lambda: ready_pods() == 3, "three Ready pods")
+
+        cluster.kubectl("delete", "deployment", "cached", "-n", namespace, "--wait=false")
+        await until(lambda: key not in deployments.store, "the deletion")
+        assert deployments.synced and pods.synced
+    finally:
+        for inf in (deployments, pods):
+            await inf.stop()
+        await kube.close()
