@@ -18,6 +18,7 @@ from inferscale.adapters.kube import KubeApi, KubeError, collection_path
 
 Obj = dict[str, Any]
 WATCH_TIMEOUT = 300  # seconds a server keeps one watch open; client-go picks 5-10 minutes
+WATCH_IDLE = 90.0  # seconds without an event or a bookmark before a watch is resumed on a new connection
 BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)  # seconds before retrying after a failure
 
 
@@ -49,6 +50,7 @@ class Informer:
         self.synced = False  # the store follows the server: listed, and the watch is open
         self.served = True  # False: the kind does not exist here (e.g. KEDA not installed)
         self.resource_version: str | None = None
+        self.idle = WATCH_IDLE
         self._task: asyncio.Task[None] | None = None
 
     def items(self) -> list[Obj] | None:
@@ -75,7 +77,7 @@ class Informer:
                 failures = 0  # the server ended the watch on time: resume from where it stopped
             except Expired:
                 self.synced, self.resource_version = False, None
-            except (KubeError, ValueError) as e:
+            except Exception as e:  # whatever broke, a cache that stopped following must say so
                 # Events may have been missed: list again rather than trust the store.
                 self.synced, self.resource_version = False, None
                 self.log.warning("watching %s failed (%s); listing again", self.plural, e)
@@ -93,7 +95,7 @@ class Informer:
     async def _watch(self) -> None:
         assert self.resource_version is not None
         path = collection_path(self.group_version, self.plural, self.namespace)
-        async for event in self.kube.watch(path, self.resource_version, WATCH_TIMEOUT):
+        async for event in self.kube.watch(path, self.resource_version, WATCH_TIMEOUT, self.idle):
             kind, obj = event.get("type"), event.get("object") or {}
             if kind == "ERROR":
                 if obj.get("code") == 410:

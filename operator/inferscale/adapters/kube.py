@@ -174,9 +174,13 @@ class KubeApi:
             if not token:
                 return out, meta.get("resourceVersion")
 
-    async def watch(self, path: str, resource_version: str, timeout: int) -> AsyncIterator[dict[str, Any]]:
+    async def watch(
+        self, path: str, resource_version: str, timeout: int, idle: float = 90.0
+    ) -> AsyncIterator[dict[str, Any]]:
         """The events of a watch from `resource_version` until the server ends it after `timeout`
-        seconds. Not counted against the request concurrency: a watch is open for minutes."""
+        seconds, or until nothing, not even a bookmark (the API server sends one about every minute),
+        arrived for `idle` seconds: a connection that went quiet ends like one the server closed, and
+        the caller resumes from its last version. Not counted against the request concurrency."""
         if self._watch_session is None:
             self._watch_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         params = {
@@ -186,7 +190,7 @@ class KubeApi:
             "timeoutSeconds": str(timeout),
         }
         self.requests_sent += 1
-        long = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=timeout + 30)
+        long = aiohttp.ClientTimeout(total=None, connect=10.0, sock_read=idle)
         try:
             async with self._watch_session.get(
                 self.creds.host + path, params=params, headers=self._headers(None), ssl=self.creds.ssl, timeout=long
@@ -194,7 +198,12 @@ class KubeApi:
                 if resp.status >= 400:
                     raise KubeError(resp.status, (await resp.text())[:500])
                 buffer = b""
-                async for chunk in resp.content.iter_any():
+                chunks = resp.content.iter_any().__aiter__()
+                while True:
+                    try:
+                        chunk = await chunks.__anext__()
+                    except (StopAsyncIteration, TimeoutError):
+                        return
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:

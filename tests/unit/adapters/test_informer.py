@@ -176,3 +176,37 @@ async def test_many_open_watches_never_starve_the_ticks_requests(server: tuple[S
     assert len(items) == 2
     for inf in informers:
         await inf.stop()
+
+
+async def test_a_watch_that_goes_quiet_is_resumed_without_a_new_list(server: tuple[Server, KubeApi]) -> None:
+    srv, kube = server
+    inf = Informer(kube, "v1", "pods", "ns")
+    inf.idle = 0.3  # seconds without even a bookmark
+    inf.start()
+    await until(lambda: len(srv.watches) >= 2, "a second watch after the first went quiet")
+    assert srv.lists == 1 and srv.watches[1]["resourceVersion"] == "10" and inf.items() is not None
+    await inf.stop()
+
+
+async def test_an_unexpected_failure_leaves_the_cache_out_of_sync_not_silently_stale(
+    server: tuple[Server, KubeApi],
+) -> None:
+    srv, kube = server
+    gate = asyncio.Event()
+
+    async def held(_: float) -> None:
+        await gate.wait()
+
+    def keep(obj: dict[str, Any]) -> dict[str, Any]:
+        if obj["metadata"]["name"] == "bad":
+            raise TypeError("a bug in the slimming")
+        return obj
+
+    inf = Informer(kube, "v1", "pods", "ns", keep=keep, sleep=held)
+    inf.start()
+    await until(lambda: srv.watches != [], "the watch")
+    srv.events.put_nowait({"type": "ADDED", "object": pod("bad", rv="11")})
+    await until(lambda: inf.items() is None, "the cache to drop out of sync")
+    gate.set()
+    await until(lambda: srv.lists == 2 and inf.items() is not None, "a new list")
+    await inf.stop()
