@@ -174,13 +174,11 @@ class KubeApi:
             if not token:
                 return out, meta.get("resourceVersion")
 
-    async def watch(
-        self, path: str, resource_version: str, timeout: int, idle: float = 90.0
-    ) -> AsyncIterator[dict[str, Any]]:
+    async def watch(self, path: str, resource_version: str, timeout: int, idle: float) -> AsyncIterator[dict[str, Any]]:
         """The events of a watch from `resource_version` until the server ends it after `timeout`
-        seconds, or until nothing, not even a bookmark (the API server sends one about every minute),
-        arrived for `idle` seconds: a connection that went quiet ends like one the server closed, and
-        the caller resumes from its last version. Not counted against the request concurrency."""
+        seconds. Nothing at all for `idle` seconds (more than `timeout`) means the connection stalled
+        without a reset: a KubeError, like any other broken connection. Not counted against the
+        request concurrency."""
         if self._watch_session is None:
             self._watch_session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         params = {
@@ -202,7 +200,7 @@ class KubeApi:
                 while True:
                     try:
                         chunk = await chunks.__anext__()
-                    except (StopAsyncIteration, TimeoutError):
+                    except StopAsyncIteration:
                         return
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")

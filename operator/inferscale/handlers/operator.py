@@ -139,11 +139,11 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     runtime.refresher = Refresher(partial(write_status, kube, logger=runtime.logger))
     loop = Loop(collector, runtime)
     memo.loop = loop
-    collector.start()
     counts = metrics.RequestCounts(lambda: prom.queries_sent, lambda: kube.requests_sent)
     metrics.REGISTRY.register(counts)
     loop.counts = counts
     loop.runner = await _serve(loop, cfg.metrics_port)
+    collector.start()  # last: a startup that failed above (and is retried) leaves no watches behind
     loop.tasks.append(asyncio.create_task(loop.run()))
     log.info(
         "inferscale started: prometheus %s, interval %.0fs, namespaces %s, metrics on :%d",

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -97,12 +98,18 @@ async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: st
         rt.logger.warning("could not post event %s for %s/%s: %s", reason, ns, meta.get("name"), e)
 
 
-async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger: logging.Logger) -> None:
+async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger: logging.Logger) -> bool:
+    """Whether it was written. A refresh's resourceVersion precondition failing (409) is not an error:
+    the status changed since the tick read it, and the refresh is moot."""
     try:
         await kube.merge_patch(path, body, answer=False)
+        return True
     except KubeError as e:
+        if e.status == 409 and "resourceVersion" in (body.get("metadata") or {}):
+            return False
         metrics.KUBE_ERRORS.labels("status").inc()
         logger.warning("could not write status %s: %s", path, e)
+        return False
 
 
 async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
@@ -115,7 +122,10 @@ async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[st
     elif not refresh_due(old, status, now):
         metrics.STATUS_WRITES.labels("unchanged").inc()
     elif rt.refresher is not None:
-        rt.refresher.submit(path, {"status": status})
+        version = meta.get("resourceVersion")
+        body = {"metadata": {"resourceVersion": version}, "status": status} if version else {"status": status}
+        written = parse_time((old.get("decision") or {}).get("at"))
+        rt.refresher.submit(path, body, written if written is not None else -math.inf)
     else:
         metrics.STATUS_WRITES.labels("refreshed").inc()
         await write_status(rt.kube, path, {"status": status}, rt.logger)

@@ -6,8 +6,10 @@ the tick, before the next decision can read it. A status whose only change is fr
 tick: a thousand services refreshing every 30 s would otherwise land on the API server and etcd as a
 burst of ~500 writes in the tick's first seconds, and the tick would wait for all of them.
 
-The next tick starts only after every write sent here has landed, so no refresh can overwrite a newer
-status; whatever was not sent by then is dropped (that tick computes fresher figures anyway).
+The next tick starts only after every write sent here has returned, and each carries the
+resourceVersion the tick read as a precondition, so a refresh can never overwrite a newer status,
+even one that landed late: the API server refuses it (409) and it counts as dropped. Whatever was
+not sent by the next tick is dropped too (that tick computes fresher figures anyway).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 
 from inferscale.handlers import metrics
 
-Send = Callable[[str, Mapping[str, Any]], Awaitable[None]]
+Send = Callable[[str, Mapping[str, Any]], Awaitable[bool]]  # True when written
 
 
 class Refresher:
@@ -27,12 +29,15 @@ class Refresher:
         self.send = send
         self.concurrency = concurrency
         self.clock = clock
-        self.pending: dict[str, Mapping[str, Any]] = {}  # path -> body; a newer body replaces an older one
+        # path -> (when its figures were last written, body); a newer body replaces an older one
+        self.pending: dict[str, tuple[float, Mapping[str, Any]]] = {}
         self._inflight: set[asyncio.Task[None]] = set()
         self._pacing: asyncio.Task[None] | None = None
 
-    def submit(self, path: str, body: Mapping[str, Any]) -> None:
-        self.pending[path] = body
+    def submit(self, path: str, body: Mapping[str, Any], written: float) -> None:
+        """`written`: when the status's figures were last written (-inf: never). The stalest go first, so
+        a service whose refresh was dropped is not dropped again for being late in the list."""
+        self.pending[path] = (written, body)
 
     def start(self, until: float) -> None:
         """Sends what is queued, spread evenly until `until` (a `clock` time)."""
@@ -40,10 +45,9 @@ class Refresher:
 
     async def _pace(self, until: float) -> None:
         slots = asyncio.Semaphore(self.concurrency)
-        while self.pending:
+        for path in sorted(self.pending, key=lambda p: self.pending[p][0]):
             await slots.acquire()
-            path = next(iter(self.pending))
-            body = self.pending.pop(path)
+            _, body = self.pending.pop(path)
             task = asyncio.create_task(self._send(path, body, slots))
             self._inflight.add(task)
             task.add_done_callback(self._inflight.discard)
@@ -53,8 +57,8 @@ class Refresher:
 
     async def _send(self, path: str, body: Mapping[str, Any], slots: asyncio.Semaphore) -> None:
         try:
-            await self.send(path, body)
-            metrics.STATUS_WRITES.labels("refreshed").inc()
+            written = await self.send(path, body)
+            metrics.STATUS_WRITES.labels("refreshed" if written else "dropped").inc()
         finally:
             slots.release()
 

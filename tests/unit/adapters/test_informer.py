@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from inferscale.adapters.informer import Informer
+from inferscale.adapters.informer import STALE_AFTER, Informer
 from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.handlers.collector import Collector, Tick
 
@@ -118,7 +118,7 @@ async def test_an_expired_watch_lists_again(server: tuple[Server, KubeApi]) -> N
     await inf.stop()
 
 
-async def test_a_failing_watch_leaves_the_cache_out_of_sync_until_it_has_listed_again(
+async def test_a_failed_watch_is_resumed_from_its_version_and_out_of_sync_until_heard_from(
     server: tuple[Server, KubeApi],
 ) -> None:
     srv, kube = server
@@ -134,16 +134,59 @@ async def test_a_failing_watch_leaves_the_cache_out_of_sync_until_it_has_listed_
     await until(lambda: inf.items() is None, "the cache to drop out of sync")
     srv.watch_status = 200
     gate.set()
-    await until(lambda: srv.lists == 2 and inf.items() is not None, "a new list")
-    assert names(inf) == ["a", "b"]
+    await until(lambda: len(srv.watches) == 2, "a second watch")
+    assert inf.items() is None and srv.watches[1]["resourceVersion"] == "10" and srv.lists == 1
+    srv.events.put_nowait({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}})
+    await until(lambda: inf.items() is not None, "the bookmark")
     await inf.stop()
 
 
-async def test_a_kind_that_is_not_served_is_an_empty_cache(server: tuple[Server, KubeApi]) -> None:
+async def test_http_410_lists_again_at_once_then_backs_off(server: tuple[Server, KubeApi]) -> None:
+    srv, kube = server
+    srv.watch_status = 410
+    slept: list[float] = []
+    gate = asyncio.Event()
+
+    async def held(seconds: float) -> None:
+        slept.append(seconds)
+        await gate.wait()
+
+    inf = Informer(kube, "v1", "pods", "ns", sleep=held)
+    inf.start()
+    await until(lambda: slept != [], "a backoff")
+    assert srv.lists == 2 and len(srv.watches) == 2 and slept == [2.0]  # a second 410 in a row waits
+    await inf.stop()
+
+
+async def test_a_watch_that_ends_without_a_word_backs_off(server: tuple[Server, KubeApi]) -> None:
+    srv, kube = server
+    srv.events.put_nowait(None)  # the first watch ends at once: a proxy that closes the stream
+    slept: list[float] = []
+    gate = asyncio.Event()
+
+    async def held(seconds: float) -> None:
+        slept.append(seconds)
+        await gate.wait()
+
+    inf = Informer(kube, "v1", "pods", "ns", sleep=held)
+    inf.start()
+    await until(lambda: slept != [], "a backoff")
+    assert slept == [1.0] and len(srv.watches) == 1
+    await inf.stop()
+
+
+async def test_a_list_without_a_version_is_retried_not_taken_as_empty(server: tuple[Server, KubeApi]) -> None:
     _, kube = server
-    inf = Informer(kube, "keda.sh/v1alpha1", "scaledobjects", "ns", sleep=no_wait)
-    await inf.run()  # returns: there is nothing to watch
-    assert inf.items() == []
+    slept: list[float] = []
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+
+    inf = Informer(kube, "apps/v1", "deployments", "ns", sleep=record)  # 404: a proxy, an upgrade
+    inf.start()
+    await until(lambda: len(slept) >= 3, "retries")
+    assert slept[:3] == [1.0, 2.0, 4.0] and inf.items() is None
+    await inf.stop()
 
 
 class CountingKube:
@@ -159,7 +202,7 @@ async def test_the_tick_reads_a_synced_cache_and_lists_what_is_not() -> None:
     kube = CountingKube()
     collector = Collector(kube, None, ["ns"], 15.0)  # type: ignore[arg-type]
     pods = collector.informers[("ns", "pods")]
-    pods.store, pods.synced = {("ns", "a"): pod("a")}, True
+    pods.store, pods.synced, pods.heard = {("ns", "a"): pod("a")}, True, pods.clock()
     tick = Tick(at=0.0, seq=1)
     await collector._lists(tick)
     assert sorted(kube.listed) == ["deployments", "horizontalpodautoscalers", "inferenceservices", "scaledobjects"]
@@ -180,11 +223,24 @@ async def test_many_open_watches_never_starve_the_ticks_requests(server: tuple[S
 
 async def test_a_watch_that_goes_quiet_is_resumed_without_a_new_list(server: tuple[Server, KubeApi]) -> None:
     srv, kube = server
-    inf = Informer(kube, "v1", "pods", "ns")
+    inf = Informer(kube, "v1", "pods", "ns", sleep=no_wait)
     inf.idle = 0.3  # seconds without even a bookmark
     inf.start()
     await until(lambda: len(srv.watches) >= 2, "a second watch after the first went quiet")
-    assert srv.lists == 1 and srv.watches[1]["resourceVersion"] == "10" and inf.items() is not None
+    assert srv.lists == 1 and srv.watches[1]["resourceVersion"] == "10"
+    await inf.stop()
+
+
+async def test_a_cache_not_heard_from_for_too_long_is_out_of_sync(server: tuple[Server, KubeApi]) -> None:
+    srv, kube = server
+    now = [0.0]
+    inf = Informer(kube, "v1", "pods", "ns", clock=lambda: now[0])
+    inf.start()
+    await until(lambda: srv.watches != [] and inf.items() is not None, "the watch")
+    now[0] = STALE_AFTER + 1  # a connection that stalled without a reset: no event, no bookmark
+    assert inf.items() is None
+    srv.events.put_nowait({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "11"}}})
+    await until(lambda: inf.items() is not None, "the bookmark")
     await inf.stop()
 
 
@@ -209,4 +265,22 @@ async def test_an_unexpected_failure_leaves_the_cache_out_of_sync_not_silently_s
     await until(lambda: inf.items() is None, "the cache to drop out of sync")
     gate.set()
     await until(lambda: srv.lists == 2 and inf.items() is not None, "a new list")
+    await inf.stop()
+
+
+async def test_a_quiet_watch_the_server_ends_on_time_proves_the_cache_fresh(server: tuple[Server, KubeApi]) -> None:
+    srv, kube = server
+    now = [0.0]
+    slept: list[float] = []
+
+    async def record(seconds: float) -> None:
+        slept.append(seconds)
+
+    inf = Informer(kube, "v1", "pods", "ns", sleep=record, clock=lambda: now[0])
+    inf.start()
+    await until(lambda: srv.watches != [], "the watch")
+    now[0] = 100.0  # no event for 100 s, then the server ends the watch at its timeoutSeconds
+    srv.events.put_nowait(None)
+    await until(lambda: len(srv.watches) == 2, "the next watch")
+    assert slept == [] and inf.heard == 100.0 and inf.items() is not None
     await inf.stop()
