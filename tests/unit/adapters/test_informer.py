@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.unit.adapters.local_api import local_api
 
 from inferscale.adapters.informer import STALE_AFTER, Informer
-from inferscale.adapters.kube import Credentials, KubeApi
+from inferscale.adapters.kube import KubeApi
 from inferscale.handlers.collector import Collector, Tick
 
 
@@ -55,17 +56,10 @@ async def server() -> AsyncIterator[tuple[Server, KubeApi]]:
     srv = Server()
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/ns/pods", srv.list)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    kube = KubeApi(Credentials(host=f"http://127.0.0.1:{port}", ssl=False, token=None, token_file=None))
-    yield srv, kube
-    for _ in srv.watches:  # end every watch still streaming, or the server waits for it at shutdown
-        srv.events.put_nowait(None)
-    await kube.close()
-    await runner.cleanup()
+    async with local_api(app) as kube:
+        yield srv, kube
+        for _ in srv.watches:  # end every watch still streaming, or the server waits for it at shutdown
+            srv.events.put_nowait(None)
 
 
 async def until(check: Callable[[], bool], what: str) -> None:
@@ -81,8 +75,18 @@ def names(informer: Informer) -> list[str] | None:
     return None if items is None else sorted(i["metadata"]["name"] for i in items)
 
 
-async def no_wait(_: float) -> None:
-    return None
+class Sleeps:
+    """The informer's backoff: records each wait; `held` waits until `gate` is set instead of returning."""
+
+    def __init__(self, held: bool = False) -> None:
+        self.slept: list[float] = []
+        self.held = held
+        self.gate = asyncio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        if self.held:
+            await self.gate.wait()
 
 
 async def test_the_cache_lists_once_then_follows_the_watch(server: tuple[Server, KubeApi]) -> None:
@@ -123,17 +127,13 @@ async def test_a_failed_watch_is_resumed_from_its_version_and_out_of_sync_until_
 ) -> None:
     srv, kube = server
     srv.watch_status = 500
-    gate = asyncio.Event()
-
-    async def held(_: float) -> None:
-        await gate.wait()
-
-    inf = Informer(kube, "v1", "pods", "ns", sleep=held)
+    sleeps = Sleeps(held=True)
+    inf = Informer(kube, "v1", "pods", "ns", sleep=sleeps)
     inf.start()
     await until(lambda: srv.watches != [], "the watch")
     await until(lambda: inf.items() is None, "the cache to drop out of sync")
     srv.watch_status = 200
-    gate.set()
+    sleeps.gate.set()
     await until(lambda: len(srv.watches) == 2, "a second watch")
     assert inf.items() is None and srv.watches[1]["resourceVersion"] == "10" and srv.lists == 1
     srv.events.put_nowait({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "12"}}})
@@ -144,48 +144,32 @@ async def test_a_failed_watch_is_resumed_from_its_version_and_out_of_sync_until_
 async def test_http_410_lists_again_at_once_then_backs_off(server: tuple[Server, KubeApi]) -> None:
     srv, kube = server
     srv.watch_status = 410
-    slept: list[float] = []
-    gate = asyncio.Event()
-
-    async def held(seconds: float) -> None:
-        slept.append(seconds)
-        await gate.wait()
-
-    inf = Informer(kube, "v1", "pods", "ns", sleep=held)
+    sleeps = Sleeps(held=True)
+    inf = Informer(kube, "v1", "pods", "ns", sleep=sleeps)
     inf.start()
-    await until(lambda: slept != [], "a backoff")
-    assert srv.lists == 2 and len(srv.watches) == 2 and slept == [2.0]  # a second 410 in a row waits
+    await until(lambda: sleeps.slept != [], "a backoff")
+    assert srv.lists == 2 and len(srv.watches) == 2 and sleeps.slept == [2.0]  # a second 410 in a row waits
     await inf.stop()
 
 
 async def test_a_watch_that_ends_without_a_word_backs_off(server: tuple[Server, KubeApi]) -> None:
     srv, kube = server
     srv.events.put_nowait(None)  # the first watch ends at once: a proxy that closes the stream
-    slept: list[float] = []
-    gate = asyncio.Event()
-
-    async def held(seconds: float) -> None:
-        slept.append(seconds)
-        await gate.wait()
-
-    inf = Informer(kube, "v1", "pods", "ns", sleep=held)
+    sleeps = Sleeps(held=True)
+    inf = Informer(kube, "v1", "pods", "ns", sleep=sleeps)
     inf.start()
-    await until(lambda: slept != [], "a backoff")
-    assert slept == [1.0] and len(srv.watches) == 1
+    await until(lambda: sleeps.slept != [], "a backoff")
+    assert sleeps.slept == [1.0] and len(srv.watches) == 1
     await inf.stop()
 
 
 async def test_a_list_without_a_version_is_retried_not_taken_as_empty(server: tuple[Server, KubeApi]) -> None:
     _, kube = server
-    slept: list[float] = []
-
-    async def record(seconds: float) -> None:
-        slept.append(seconds)
-
-    inf = Informer(kube, "apps/v1", "deployments", "ns", sleep=record)  # 404: a proxy, an upgrade
+    sleeps = Sleeps()
+    inf = Informer(kube, "apps/v1", "deployments", "ns", sleep=sleeps)  # 404: a proxy, an upgrade
     inf.start()
-    await until(lambda: len(slept) >= 3, "retries")
-    assert slept[:3] == [1.0, 2.0, 4.0] and inf.items() is None
+    await until(lambda: len(sleeps.slept) >= 3, "retries")
+    assert sleeps.slept[:3] == [1.0, 2.0, 4.0] and inf.items() is None
     await inf.stop()
 
 
@@ -223,7 +207,7 @@ async def test_many_open_watches_never_starve_the_ticks_requests(server: tuple[S
 
 async def test_a_watch_that_goes_quiet_is_resumed_without_a_new_list(server: tuple[Server, KubeApi]) -> None:
     srv, kube = server
-    inf = Informer(kube, "v1", "pods", "ns", sleep=no_wait)
+    inf = Informer(kube, "v1", "pods", "ns", sleep=Sleeps())
     inf.idle = 0.3  # seconds without even a bookmark
     inf.start()
     await until(lambda: len(srv.watches) >= 2, "a second watch after the first went quiet")
@@ -248,22 +232,19 @@ async def test_an_unexpected_failure_leaves_the_cache_out_of_sync_not_silently_s
     server: tuple[Server, KubeApi],
 ) -> None:
     srv, kube = server
-    gate = asyncio.Event()
-
-    async def held(_: float) -> None:
-        await gate.wait()
+    sleeps = Sleeps(held=True)
 
     def keep(obj: dict[str, Any]) -> dict[str, Any]:
         if obj["metadata"]["name"] == "bad":
             raise TypeError("a bug in the slimming")
         return obj
 
-    inf = Informer(kube, "v1", "pods", "ns", keep=keep, sleep=held)
+    inf = Informer(kube, "v1", "pods", "ns", keep=keep, sleep=sleeps)
     inf.start()
     await until(lambda: srv.watches != [], "the watch")
     srv.events.put_nowait({"type": "ADDED", "object": pod("bad", rv="11")})
     await until(lambda: inf.items() is None, "the cache to drop out of sync")
-    gate.set()
+    sleeps.gate.set()
     await until(lambda: srv.lists == 2 and inf.items() is not None, "a new list")
     await inf.stop()
 
@@ -271,16 +252,12 @@ async def test_an_unexpected_failure_leaves_the_cache_out_of_sync_not_silently_s
 async def test_a_quiet_watch_the_server_ends_on_time_proves_the_cache_fresh(server: tuple[Server, KubeApi]) -> None:
     srv, kube = server
     now = [0.0]
-    slept: list[float] = []
-
-    async def record(seconds: float) -> None:
-        slept.append(seconds)
-
-    inf = Informer(kube, "v1", "pods", "ns", sleep=record, clock=lambda: now[0])
+    sleeps = Sleeps()
+    inf = Informer(kube, "v1", "pods", "ns", sleep=sleeps, clock=lambda: now[0])
     inf.start()
     await until(lambda: srv.watches != [], "the watch")
     now[0] = 100.0  # no event for 100 s, then the server ends the watch at its timeoutSeconds
     srv.events.put_nowait(None)
     await until(lambda: len(srv.watches) == 2, "the next watch")
-    assert slept == [] and inf.heard == 100.0 and inf.items() is not None
+    assert sleeps.slept == [] and inf.heard == 100.0 and inf.items() is not None
     await inf.stop()

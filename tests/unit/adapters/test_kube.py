@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.unit.adapters.local_api import local_api
 
-from inferscale.adapters.kube import LIST_PAGE, Credentials, KubeApi
+from inferscale.adapters.kube import LIST_PAGE, KubeApi
 from inferscale.handlers.collector import slim
 
 PODS = 2 * LIST_PAGE + 7
@@ -45,15 +46,8 @@ async def api() -> AsyncIterator[tuple[KubeApi, list[dict[str, str]]]]:
     app = web.Application()
     app.router.add_get("/api/v1/namespaces/ns/pods", pods)
     app.router.add_patch("/apis/x/status", patch)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    kube = KubeApi(Credentials(host=f"http://127.0.0.1:{port}", ssl=False, token=None, token_file=None))
-    yield kube, seen
-    await kube.close()
-    await runner.cleanup()
+    async with local_api(app) as kube:
+        yield kube, seen
 
 
 async def test_a_list_is_read_in_pages_and_each_page_slimmed(api: tuple[KubeApi, list[dict[str, str]]]) -> None:
