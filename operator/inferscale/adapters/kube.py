@@ -196,12 +196,7 @@ class KubeApi:
                 if resp.status >= 400:
                     raise KubeError(resp.status, (await resp.text())[:500])
                 buffer = b""
-                chunks = resp.content.iter_any().__aiter__()
-                while True:
-                    try:
-                        chunk = await chunks.__anext__()
-                    except StopAsyncIteration:
-                        return
+                async for chunk in resp.content.iter_any():
                     buffer += chunk
                     *lines, buffer = buffer.split(b"\n")
                     for line in lines:

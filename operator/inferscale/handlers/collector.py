@@ -34,7 +34,7 @@ KINDS = (
     ("keda.sh/v1alpha1", "scaledobjects"),
     ("inferscale.dev/v1alpha1", "inferenceservices"),
 )
-CACHED = (("apps/v1", "deployments"), ("v1", "pods"))
+CACHED = ("deployments", "pods")  # followed by watches
 Obj = dict[str, Any]
 
 
@@ -125,7 +125,6 @@ class Collector:
         interval: float,
         clock: Callable[[], float] = time.time,
         logger: logging.Logger | None = None,
-        watch: bool = True,
     ) -> None:
         self.kube, self.prom = kube, prom
         self.namespaces = namespaces  # None: cluster-wide
@@ -139,11 +138,12 @@ class Collector:
         # Pods and Deployments are followed by watches; InferenceServices are listed every tick, since a
         # tick must read the status (the scaler's record) the previous tick wrote; HPAs and
         # ScaledObjects are few.
-        self.informers: dict[tuple[str | None, str], Informer] = {}
-        if watch:
-            for ns in self._scopes():
-                for gv, plural in CACHED:
-                    self.informers[(ns, plural)] = Informer(kube, gv, plural, ns, partial(slim, plural=plural))
+        self.informers = {
+            (ns, plural): Informer(kube, gv, plural, ns, partial(slim, plural=plural))
+            for ns in self._scopes()
+            for gv, plural in KINDS
+            if plural in CACHED
+        }
 
     def _scopes(self) -> list[str | None]:
         return list(self.namespaces) if self.namespaces else [None]

@@ -43,7 +43,8 @@ TICK_PHASE = Histogram(
 )
 STATUS_WRITES = Counter(
     "inferscale_status_writes",
-    "Status updates by outcome: written, or unchanged (no news, and the figures were refreshed recently).",
+    "Status updates by outcome: written (news, in the tick), refreshed (figures only, paced between ticks), "
+    "dropped (a refresh not sent before the next tick, or refused as stale), unchanged.",
     ("outcome",),
     registry=REGISTRY,
 )
