@@ -17,6 +17,7 @@ from typing import Any
 from tests.e2e.cluster import Cluster
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0)
+TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5)
 
 
 @dataclass
@@ -26,6 +27,7 @@ class Values:
     running: float = 4.0
     ttft: float = 0.08  # every request's TTFT, seconds
     itl: float = 0.02
+    tpot: float = 0.02  # every request's mean ITL (vllm:request_time_per_output_token_seconds)
     rps: float = 1.0  # finished requests per second per pod
 
 
@@ -38,6 +40,8 @@ class PodState:
         self.ttft_buckets = [0.0] * len(TTFT_BUCKETS)
         self.itl_sum = 0.0
         self.itl_count = 0.0
+        self.tpot_sum = 0.0
+        self.tpot_buckets = [0.0] * len(TPOT_BUCKETS)
         self.last = time.monotonic()
 
     def advance(self, v: Values) -> None:
@@ -51,6 +55,10 @@ class PodState:
                 self.ttft_buckets[i] += n
         self.itl_sum += n * 100 * v.itl
         self.itl_count += n * 100
+        self.tpot_sum += n * v.tpot
+        for i, le in enumerate(TPOT_BUCKETS):
+            if v.tpot <= le:
+                self.tpot_buckets[i] += n
 
 
 def render(model: str, v: Values, s: PodState) -> str:
@@ -76,6 +84,14 @@ def render(model: str, v: Values, s: PodState) -> str:
         f'vllm:inter_token_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.itl_count}',
         f"vllm:inter_token_latency_seconds_sum{{{lbl}}} {s.itl_sum}",
         f"vllm:inter_token_latency_seconds_count{{{lbl}}} {s.itl_count}",
+        "# TYPE vllm:request_time_per_output_token_seconds histogram",
+    ]
+    for le, c in zip(TPOT_BUCKETS, s.tpot_buckets, strict=True):
+        lines.append(f'vllm:request_time_per_output_token_seconds_bucket{{{lbl},le="{le}"}} {c}')
+    lines += [
+        f'vllm:request_time_per_output_token_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
+        f"vllm:request_time_per_output_token_seconds_sum{{{lbl}}} {s.tpot_sum}",
+        f"vllm:request_time_per_output_token_seconds_count{{{lbl}}} {s.requests}",
     ]
     return "\n".join(lines) + "\n"
 

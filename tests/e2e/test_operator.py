@@ -293,3 +293,20 @@ def test_h_managed_mode_owns_its_deployment_and_deletion_cascades(
         60,
         "garbage collection of the managed Deployment",
     )
+
+
+def test_i_slow_streams_at_low_kv_scale_up_by_the_per_request_tpot_slo(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    # Every request streams at 90 ms per token while the fleet's token-weighted ITL mean reads 20 ms and
+    # the KV cache is at 10%: only vLLM's per-request TPOT histogram shows the breach.
+    target.set(kv=0.1, waiting=0, running=4, itl=0.02, tpot=0.09)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", slo={"tpotP95": "50ms"}))
+    operator.start()
+    eventually(lambda: replicas(cluster, namespace) > 1, 60, "a scale-up on the per-request TPOT")
+    st = status(cluster, namespace)
+    assert st["observed"]["tpotP95"] == "99ms"  # histogram_quantile inside the (75ms, 100ms] bucket
+    assert st["observed"]["itlMean"] == "20ms"
+    assert any(r["signal"] == "ITLAboveSLO" and "TPOT P95" in r["message"] for r in st["recommendations"])
+    slo = condition(st, "SLOMet")
+    assert slo is not None and slo["status"] == "False" and "TPOT P95" in slo["message"]

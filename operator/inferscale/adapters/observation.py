@@ -73,9 +73,12 @@ def observe(
         )
 
     buckets: dict[float, float] = {}
+    tpot: dict[float, float] = {}
     for s in fresh:
         for le, v in s.ttft_buckets.items():
             buckets[le] = buckets.get(le, 0.0) + v
+        for le, v in s.tpot_buckets.items():
+            tpot[le] = tpot.get(le, 0.0) + v
     itl_sum, itl_count = _sum(fresh, "itl_sum"), _sum(fresh, "itl_count")
     kvs = [s.values[KV] for s in fresh if KV in s.values]
     peaks = [s.values["kv_peak"] for s in fresh if "kv_peak" in s.values]
@@ -90,6 +93,7 @@ def observe(
         running=_sum(fresh, RUNNING),
         ttft_p95=histogram_quantile(0.95, buckets),
         itl_mean=itl_sum / itl_count if itl_sum is not None and itl_count else None,
+        tpot_p95=histogram_quantile(0.95, tpot),
         request_rate=_sum(fresh, "requests"),
         prompt_token_rate=_sum(fresh, "prompt_tokens"),
         generation_token_rate=_sum(fresh, "generation_tokens"),

@@ -24,6 +24,7 @@ _BY = "namespace, pod, model_name"
 _OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
 RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
+_HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT buckets apart
 
 
 def _sel(metric: str, matchers: str) -> str:
@@ -45,7 +46,11 @@ def build_queries(selector: Mapping[str, str] | None = None) -> dict[str, str]:
         "kv_peak": f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
         f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
         "sample_time": f"max by ({_BY}) (timestamp({_sel('vllm:num_requests_running', m)}))",
-        "ttft_buckets": f"sum by ({_BY}, le) ({rate('vllm:time_to_first_token_seconds_bucket', LATENCY_WINDOW)})",
+        # one query for both latency histograms: the per-request TPOT series carry histogram="tpot"
+        "ttft_buckets": f"sum by ({_BY}, le) ({rate('vllm:time_to_first_token_seconds_bucket', LATENCY_WINDOW)}) "
+        f"or label_replace(sum by ({_BY}, le) "
+        f"({rate('vllm:request_time_per_output_token_seconds_bucket', LATENCY_WINDOW)}), "
+        f'"{_HISTOGRAM}", "{_TPOT}", "", "")',
         "itl_sum": f"sum by ({_BY}) ({rate('vllm:inter_token_latency_seconds_sum', LATENCY_WINDOW)} "
         f"or {rate('vllm:time_per_output_token_seconds_sum', LATENCY_WINDOW)})",
         "itl_count": f"sum by ({_BY}) ({rate('vllm:inter_token_latency_seconds_count', LATENCY_WINDOW)} "
@@ -78,6 +83,7 @@ class PodSeries:
     model_name: str
     values: dict[str, float] = field(default_factory=dict)  # family -> value
     ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> rate
+    tpot_buckets: dict[float, float] = field(default_factory=dict)  # le -> rate, one sample per request
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,8 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
             le = labels.get("le")
             bound = math.inf if le == "+Inf" else _finite(le)
             if bound is not None:
-                series.ttft_buckets[bound] = value
+                into_buckets = series.tpot_buckets if labels.get(_HISTOGRAM) == _TPOT else series.ttft_buckets
+                into_buckets[bound] = value
         else:
             series.values[name] = value
 

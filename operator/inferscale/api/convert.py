@@ -67,6 +67,7 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
         tolerance=behavior.tolerance,
         slo_ttft_p95=slo_ttft,
         slo_itl_mean=slo_itl,
+        slo_tpot_p95=parse_duration(spec.slo.tpot_p95) if spec.slo.tpot_p95 is not None else None,
         target_kv_cache=spec.targets.kv_cache_utilization,
         target_waiting_per_replica=spec.targets.waiting_per_replica,
         scale_up=_rule(up.stabilization_window, up.max_increase, up.period),

@@ -127,6 +127,13 @@ class SLO(BaseModel):
 
     ttft_p95: PositiveDuration = Field(default="500ms", description="95th percentile time to first token.")
     itl_mean: PositiveDuration = Field(default="50ms", description="Mean inter-token latency.")
+    tpot_p95: PositiveDuration | None = Field(
+        default=None,
+        description="95th percentile over requests of each request's mean inter-token latency (TPOT), from "
+        "vllm:request_time_per_output_token_seconds. Unset: not checked. itlMean bounds the fleet's "
+        "token-weighted mean, which can sit under target while short answers decoded next to long prefills "
+        "stream slowly.",
+    )
 
 
 class Targets(BaseModel):

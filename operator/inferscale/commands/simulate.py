@@ -80,6 +80,7 @@ def build_scenario(
     time_to_ready: str,
     interval: str,
     seed: int,
+    slo_tpot: str | None = None,
 ) -> Scenario:
     if not trace.is_file():
         raise SimulateInputError(f"--trace {trace}: no such file")
@@ -104,6 +105,7 @@ def build_scenario(
         tp=tp,
         slo_ttft=_duration("--slo-ttft", slo_ttft),
         slo_itl=_duration("--slo-itl", slo_itl),
+        slo_tpot=_duration("--slo-tpot-p95", slo_tpot) if slo_tpot is not None else None,
         time_to_ready=ttr,
         interval=_duration("--interval", interval),
         seed=seed,
@@ -178,6 +180,14 @@ def simulate(
     tp: Annotated[int, typer.Option("--tp", help="Tensor parallelism (GPUs per replica).")] = 1,
     slo_ttft: Annotated[str, typer.Option("--slo-ttft", help="Per-request TTFT target.")] = "500ms",
     slo_itl: Annotated[str, typer.Option("--slo-itl", help="Per-request mean ITL target.")] = "50ms",
+    slo_tpot: Annotated[
+        str | None,
+        typer.Option(
+            "--slo-tpot-p95",
+            help="Also give inferscale spec.slo.tpotP95 (P95 of per-request TPOT), e.g. 50ms; "
+            "scores still use --slo-itl.",
+        ),
+    ] = None,
     time_to_ready: Annotated[
         str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
     ] = DEFAULT_TIME_TO_READY,
@@ -219,6 +229,7 @@ def simulate(
             time_to_ready,
             interval,
             seed,
+            slo_tpot,
         )
         if mode not in MODES:
             raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")

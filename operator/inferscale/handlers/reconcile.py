@@ -361,7 +361,7 @@ async def _write(
     conditions = [
         Condition("Ready", "True", "Scaling" if mode == "Active" else "Advising", f"deciding for Deployment {target}"),
         metrics_condition(obs, why),
-        slo_condition(decision, obs, policy.slo_ttft_p95 or 0.0, policy.slo_itl_mean or 0.0),
+        slo_condition(decision, obs, policy.slo_ttft_p95 or 0.0, policy.slo_itl_mean or 0.0, policy.slo_tpot_p95),
         Condition(
             "ScalingLimited",
             "True" if decision.limits else "False",

@@ -62,7 +62,9 @@ def metrics_condition(obs: Observation | None, why: str) -> Condition:
     return Condition("MetricsAvailable", "False", reason, why + "; holding the current replica count")
 
 
-def slo_condition(decision: Decision | None, obs: Observation | None, slo_ttft: float, slo_itl: float) -> Condition:
+def slo_condition(
+    decision: Decision | None, obs: Observation | None, slo_ttft: float, slo_itl: float, slo_tpot: float | None = None
+) -> Condition:
     if decision is None or decision.slo_met is None or obs is None:
         return Condition("SLOMet", "Unknown", "NoLatencyData", "no requests finished in the latency window")
     parts = []
@@ -70,6 +72,8 @@ def slo_condition(decision: Decision | None, obs: Observation | None, slo_ttft: 
         parts.append(f"TTFT P95 {format_duration(obs.ttft_p95)} (SLO {format_duration(slo_ttft)})")
     if obs.itl_mean is not None:
         parts.append(f"ITL mean {format_duration(obs.itl_mean)} (SLO {format_duration(slo_itl)})")
+    if obs.tpot_p95 is not None and slo_tpot is not None:
+        parts.append(f"TPOT P95 {format_duration(obs.tpot_p95)} (SLO {format_duration(slo_tpot)})")
     return Condition(
         "SLOMet",
         "True" if decision.slo_met else "False",
@@ -90,6 +94,7 @@ def observed(obs: Observation, state_text: str) -> dict[str, Any]:
         "podsReporting": obs.pods_reporting,
         "ttftP95": format_duration(obs.ttft_p95) if obs.ttft_p95 is not None else None,
         "itlMean": format_duration(obs.itl_mean) if obs.itl_mean is not None else None,
+        "tpotP95": format_duration(obs.tpot_p95) if obs.tpot_p95 is not None else None,
         "kvCacheUtilization": num(kv),
         "kvCachePercent": round(kv * 100) if kv is not None else None,
         "waiting": num(obs.waiting),

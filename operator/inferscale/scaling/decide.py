@@ -131,12 +131,15 @@ def _signals(
             )
             capped = signals.behind_pending(rec, current, obs.pending_replicas, need, ready)
             recs.append((capped, ratio.raw if capped is rec else capped.replicas))
-    for reason, observed, slo in (
-        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95),
-        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean),
+    tpot_gate = is_loaded or signals.batching(obs.running, ready)
+    unloaded, idle = "that are not loaded", "that neither batch nor are loaded"
+    for reason, observed, slo, gate, name, why in (
+        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95, is_loaded, None, unloaded),
+        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean, is_loaded, None, unloaded),
+        (Reason.SLO_ITL, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, "TPOT P95", idle),
     ):
         if observed is not None and slo is not None:
-            latency = signals.slo(reason, observed, slo, ready, current, is_loaded)
+            latency = signals.slo(reason, observed, slo, ready, current, gate, name, why)
             if isinstance(latency, Recommendation):
                 latency = signals.behind_pending(latency, current, obs.pending_replicas, need, ready)
                 recs.append((latency, latency.replicas))
@@ -179,7 +182,11 @@ def _max_known(*values: float | None) -> float | None:
 
 
 def _slo_met(obs: Observation, policy: Policy) -> bool | None:
-    pairs = [(obs.ttft_p95, policy.slo_ttft_p95), (obs.itl_mean, policy.slo_itl_mean)]
+    pairs = [
+        (obs.ttft_p95, policy.slo_ttft_p95),
+        (obs.itl_mean, policy.slo_itl_mean),
+        (obs.tpot_p95, policy.slo_tpot_p95),
+    ]
     known = [(o, s) for o, s in pairs if o is not None and s is not None]
     if not known:
         return None

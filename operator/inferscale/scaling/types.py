@@ -58,6 +58,7 @@ class Observation:
     running: float | None = None  # sum of vllm:num_requests_running
     ttft_p95: float | None = None  # seconds, from the TTFT histogram
     itl_mean: float | None = None  # seconds, rate(_sum)/rate(_count)
+    tpot_p95: float | None = None  # seconds, P95 over requests of each one's mean ITL (per-request TPOT)
     request_rate: float | None = None  # requests/s finishing (vllm:request_success_total)
     prompt_token_rate: float | None = None  # tokens/s
     generation_token_rate: float | None = None  # tokens/s
@@ -97,6 +98,7 @@ class Policy:
     tolerance: float = 0.1
     slo_ttft_p95: float | None = 0.5  # seconds; None disables the signal
     slo_itl_mean: float | None = 0.05
+    slo_tpot_p95: float | None = None  # seconds; opt-in, None disables the signal
     target_kv_cache: float = 0.8
     target_waiting_per_replica: float = 4.0
     scale_up: ScaleRule = field(default_factory=lambda: ScaleRule(0.0, 100.0, 4, 15.0))

@@ -152,6 +152,9 @@ class ReplicaEngine:
         self.itl_buckets = [0] * (len(ITL_BUCKETS) + 1)
         self.itl_sum = 0.0
         self.itl_count = 0
+        # vllm:request_time_per_output_token_seconds: one observation per finished request, its mean ITL
+        self.tpot_buckets = [0] * (len(ITL_BUCKETS) + 1)
+        self.tpot_sum = 0.0
 
     # -- gauges ---------------------------------------------------------------------------------------
 
@@ -414,11 +417,15 @@ class ReplicaEngine:
         self.last_finish_at = end
         self.outstanding -= 1
         self.request_success_total += 1
+        tpot = (end - seq.first_token_at) / (seq.output_tokens - 1) if seq.output_tokens > 1 else None
+        if tpot is not None:
+            self.tpot_buckets[bisect_left(ITL_BUCKETS, tpot)] += 1
+            self.tpot_sum += tpot
         out = self.outcomes
         if out is not None and seq.rid >= 0:
             out.finished_at[seq.rid] = end
-            if seq.output_tokens > 1:
-                out.itl[seq.rid] = (end - seq.first_token_at) / (seq.output_tokens - 1)
+            if tpot is not None:
+                out.itl[seq.rid] = tpot
 
     def _update_horizon(self) -> None:
         if not self._running and not self._waiting:

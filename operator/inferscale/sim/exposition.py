@@ -45,4 +45,7 @@ def render(engine: ReplicaEngine, model_name: str) -> str:
     ]
     lines += _histogram("vllm:time_to_first_token_seconds", labels, TTFT_BUCKETS, engine.ttft_buckets, engine.ttft_sum)
     lines += _histogram("vllm:inter_token_latency_seconds", labels, ITL_BUCKETS, engine.itl_buckets, engine.itl_sum)
+    lines += _histogram(
+        "vllm:request_time_per_output_token_seconds", labels, ITL_BUCKETS, engine.tpot_buckets, engine.tpot_sum
+    )
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ samples exactly one window apart):
 - waiting, running = sum of the last gauges;
 - TTFT P95 = histogram_quantile(0.95, sum by (le) (increase(..._bucket[2m]))), vLLM's buckets;
 - ITL mean = increase(_sum[2m]) / increase(_count[2m]);
+- TPOT P95 = the same quantile over vllm:request_time_per_output_token_seconds (one sample per request);
 - request rate = increase(vllm:request_success_total[1m]) / 60 (completions, as the operator reads it);
 - token rates over 1m; gpu_utilization = busy-time fraction, averaged over pods and over 1m.
 
@@ -25,10 +26,12 @@ from inferscale.scaling.histogram import histogram_quantile
 from inferscale.scaling.types import MetricsState, Observation, RateSample
 from inferscale.sim.engine import ReplicaEngine
 from inferscale.sim.fleet import Fleet
-from inferscale.sim.vllm_buckets import TTFT_BUCKETS
+from inferscale.sim.vllm_buckets import ITL_BUCKETS, TTFT_BUCKETS
 
 _LE = (*TTFT_BUCKETS, math.inf)
-# Counter vector layout: scalar counters first, then the TTFT buckets (non-cumulative).
+_TPOT_LE = (*ITL_BUCKETS, math.inf)
+# Counter vector layout: scalar counters first, then the TTFT buckets, then the per-request TPOT
+# buckets (both non-cumulative).
 _SUCCESS, _PROMPT, _GENERATION, _ITL_SUM, _ITL_COUNT, _PREEMPT = range(6)
 _N_SCALARS = 6
 
@@ -42,6 +45,7 @@ def _counters(e: ReplicaEngine) -> list[float]:
         e.itl_count,
         e.num_preemptions_total,
         *e.ttft_buckets,
+        *e.tpot_buckets,
     ]
 
 
@@ -74,7 +78,7 @@ class Observer:
         self.rate_window = rate_window
         self.rate_history_step = rate_history_step
         self._scrapes: deque[_Scrape] = deque()
-        self._retired = [0.0] * (_N_SCALARS + len(_LE))  # counters of deleted pods
+        self._retired = [0.0] * (_N_SCALARS + len(_LE) + len(_TPOT_LE))  # counters of deleted pods
         self._n_retired = 0  # fleet.deleted[:n] are folded into _retired
         self.rate_history: list[RateSample] = []
         self._next_history = 0.0
@@ -148,11 +152,13 @@ class Observer:
         recent = [s for s in self._scrapes if s.at > last.at - self.rate_window]
         kv_peaks = [s.kv_max for s in recent if s.kv_max is not None]
         utils = [s.util for s in recent if s.util is not None]
-        ttft_p95 = itl_mean = None
+        ttft_p95 = itl_mean = tpot_p95 = None
         base = self._base(self.latency_window)
         if base is not None:
             delta = [a - b for a, b in zip(last.counters, base.counters, strict=True)]
-            ttft_p95 = histogram_quantile(0.95, dict(zip(_LE, _cumulative(delta[_N_SCALARS:]), strict=True)))
+            split = _N_SCALARS + len(_LE)
+            ttft_p95 = histogram_quantile(0.95, dict(zip(_LE, _cumulative(delta[_N_SCALARS:split]), strict=True)))
+            tpot_p95 = histogram_quantile(0.95, dict(zip(_TPOT_LE, _cumulative(delta[split:]), strict=True)))
             if delta[_ITL_COUNT] > 0:
                 itl_mean = delta[_ITL_SUM] / delta[_ITL_COUNT]
         return Observation(
@@ -168,6 +174,7 @@ class Observer:
             running=last.running,
             ttft_p95=ttft_p95,
             itl_mean=itl_mean,
+            tpot_p95=tpot_p95,
             request_rate=self._rate(_SUCCESS, self.rate_window),
             prompt_token_rate=self._rate(_PROMPT, self.rate_window),
             generation_token_rate=self._rate(_GENERATION, self.rate_window),

@@ -40,6 +40,7 @@ class Scenario:
     tp: int = 1
     slo_ttft: float = 0.5
     slo_itl: float = 0.05
+    slo_tpot: float | None = None  # inferscale's spec.slo.tpotP95 (scores still use slo_itl per request)
     time_to_ready: TimeToReady = _DEFAULT_TTR
     interval: float = 10.0
     seed: int = 0
@@ -58,6 +59,7 @@ class Scenario:
             "tp": self.tp,
             "slo_ttft_s": self.slo_ttft,
             "slo_itl_s": self.slo_itl,
+            "slo_tpot_p95_s": self.slo_tpot,
             "time_to_ready": str(self.time_to_ready),
             "interval_s": self.interval,
             "seed": self.seed,
@@ -128,6 +130,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         profile=profile,
         slo_ttft=s.slo_ttft,
         slo_itl=s.slo_itl,
+        slo_tpot=s.slo_tpot,
         time_to_ready=s.time_to_ready.mean,
         time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,

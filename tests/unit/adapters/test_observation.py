@@ -130,3 +130,22 @@ def test_no_requests_in_the_window_leaves_latency_unknown() -> None:
     obs, _ = observe(snapshot(answers), W, "m", 60)
     assert obs.ttft_p95 is None and obs.itl_mean is None
     assert not math.isnan(obs.kv_cache_utilization or 0)
+
+
+def test_per_request_tpot_series_answer_in_the_ttft_query_and_stay_apart() -> None:
+    # One query answers both histograms; the per-request TPOT series carry histogram="tpot".
+    assert "vllm:request_time_per_output_token_seconds_bucket" in QUERIES["ttft_buckets"]
+    answers = healthy()
+    answers["ttft_buckets"] += [
+        sample(p, v, le=le, histogram="tpot")
+        for p in ("p0", "p1")
+        for le, v in (("0.05", 1.0), ("0.1", 10.0), ("+Inf", 10.0))
+    ]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.ttft_p95 == pytest.approx(0.25 + 0.25 * (19 - 18) / 2)  # unchanged by the TPOT series
+    assert obs.tpot_p95 == pytest.approx(0.05 + 0.05 * (19 - 2) / 18)
+
+
+def test_engines_without_the_per_request_tpot_histogram_leave_it_unknown() -> None:
+    obs, _ = observe(snapshot(healthy()), W, "m", 60)
+    assert obs.tpot_p95 is None

@@ -24,6 +24,12 @@ def test_design_example_converts_to_seconds_and_rules(full_spec: dict[str, Any])
     assert policy.capacity_prior_rps is None
 
 
+def test_the_per_request_tpot_slo_is_opt_in(minimal_spec: dict[str, Any]) -> None:
+    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).slo_tpot_p95 is None
+    minimal_spec["slo"] = {"tpotP95": "80ms"}
+    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).slo_tpot_p95 == pytest.approx(0.08)
+
+
 def test_unset_interval_takes_the_operator_default(minimal_spec: dict[str, Any]) -> None:
     assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).interval == 30.0
 

@@ -151,7 +151,7 @@ def test_cel_rules_and_messages() -> None:
     assert props["mode"]["enum"] == ["Active", "Advisory"]
     kinds = (rules.DURATION.schema(), rules.POSITIVE_DURATION.schema())
     durations = [v for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v[0] in kinds]
-    assert len(durations) == 10  # slo 2, interval, scaleUp 2, scaleDown 2, timeToReady, schedule, staleAfter
+    assert len(durations) == 11  # slo 3, interval, scaleUp 2, scaleDown 2, timeToReady, schedule, staleAfter
     # Zero is allowed only where it means "no delay": windows and time-to-ready.
     zero_ok = [p for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v == [rules.DURATION.schema()]]
     assert sorted(p.split(".")[-2] for p in zero_ok) == ["stabilizationWindow", "stabilizationWindow", "timeToReady"]

@@ -3,7 +3,16 @@
 from inferscale.adapters.workload import conflicting_autoscalers, parse_time, selector_matches, target_state
 from inferscale.api.convert import observed_lengths
 from inferscale.handlers.reconcile import managed_deployment
-from inferscale.handlers.status import Condition, append_history, has_news, merge_conditions, refresh_due
+from inferscale.handlers.status import (
+    Condition,
+    append_history,
+    has_news,
+    merge_conditions,
+    observed,
+    refresh_due,
+    slo_condition,
+)
+from inferscale.scaling import Policy, ScalerState, decide
 from inferscale.scaling.types import MetricsState, Observation
 
 BODY = {"metadata": {"name": "llm", "namespace": "ns", "uid": "u-1", "generation": 3}}
@@ -158,3 +167,18 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
     grew = {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 16.0, "ready": 3, "waiting": 3}}
     assert has_news(old, {**figures, "scaler": grew})
     assert has_news({}, figures)
+
+
+def test_the_per_request_tpot_shows_in_observed_and_in_the_slo_condition_when_it_has_an_slo() -> None:
+    obs = Observation(
+        at=0.0, current_replicas=2, ready_replicas=2, pods_reporting=2, state=MetricsState.COMPLETE,
+        kv_cache_utilization=0.2, running=8.0, ttft_p95=0.2, itl_mean=0.02, tpot_p95=0.0875,
+    )  # fmt: skip
+    assert observed(obs, "")["tpotP95"] == "88ms"
+    policy = Policy(min_replicas=1, max_replicas=8, slo_tpot_p95=0.05)
+    cond = slo_condition(decide(obs, policy, ScalerState(), 0.0), obs, 0.5, 0.05, policy.slo_tpot_p95)
+    assert (cond.status, cond.reason) == ("False", "SLOViolated")
+    assert cond.message.endswith("TPOT P95 88ms (SLO 50ms)")
+    unset = Policy(min_replicas=1, max_replicas=8)
+    cond = slo_condition(decide(obs, unset, ScalerState(), 0.0), obs, 0.5, 0.05)
+    assert cond.status == "True" and "TPOT" not in cond.message

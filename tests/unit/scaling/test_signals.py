@@ -129,6 +129,42 @@ def test_a_breach_on_replicas_that_are_not_loaded_recommends_nothing() -> None:
     assert rec(queued, Reason.SLO_TTFT).replicas == 28  # type: ignore[attr-defined]
 
 
+def test_a_per_request_tpot_breach_on_batching_replicas_asks_for_more_at_any_kv() -> None:
+    # Short answers decoded next to long prefills: 10% KV, the fleet's ITL mean under target, yet the
+    # P95 request streams at 90 ms per token. Four requests per replica share their steps.
+    pol = policy(**{**FREE, "slo_itl_mean": 0.05, "slo_tpot_p95": 0.05})
+    obs = observe(4, kv=0.1, running=16.0, itl_mean=0.03, tpot_p95=0.09)
+    d = decide(obs, pol, ScalerState(), 0.0)
+    r = rec(d, Reason.SLO_ITL)
+    assert r.replicas == 8  # type: ignore[attr-defined]  # 1.8x, capped at doubling
+    assert "TPOT P95 90ms > SLO 50ms on 4 ready replicas" in r.message  # type: ignore[attr-defined]
+    assert d.replicas == 8 and d.slo_met is False
+
+
+def test_a_per_request_tpot_breach_without_batching_recommends_nothing() -> None:
+    # One request per replica: its own steps are as fast as the GPU allows, company is not the cause.
+    pol = policy(**{**FREE, "slo_tpot_p95": 0.05})
+    d = decide(observe(4, kv=0.1, running=4.0, tpot_p95=0.09), pol, ScalerState(), 0.0)
+    assert not [r for r in d.recommendations if r.signal is Reason.SLO_ITL]
+    assert "TPOT P95 90ms > SLO 50ms on replicas that neither batch nor are loaded" in d.message
+    assert d.slo_met is False
+
+
+def test_per_request_tpot_is_ignored_unless_the_policy_sets_its_slo() -> None:
+    pol = policy(**{**FREE, "slo_itl_mean": 0.05})
+    d = decide(observe(4, kv=0.1, running=16.0, itl_mean=0.03, tpot_p95=0.09), pol, ScalerState(), 0.0)
+    assert not [r for r in d.recommendations if r.signal is Reason.SLO_ITL]
+    assert d.slo_met is True
+
+
+@pytest.mark.parametrize(
+    ("running", "ready", "expected"),
+    [(8.0, 4, True), (7.9, 4, False), (None, 4, False), (2.0, 0, False)],
+)
+def test_batching_means_two_requests_per_ready_replica(running: float | None, ready: int, expected: bool) -> None:
+    assert signals.batching(running, ready) is expected
+
+
 def test_a_breach_behind_a_queue_that_drains_in_milliseconds_recommends_nothing() -> None:
     # 14 short requests waiting at 800 req/s: 18 ms of queue. The 2-minute TTFT P95 still shows
     # a burst that has drained; more replicas would not lower today's TTFT.

@@ -32,3 +32,11 @@ def test_an_engines_metrics_parse_as_vllm_exposes_them() -> None:
     assert ttft["+Inf"] == engine.ttft_count > 0
     total = next(s[2] for s in fams["vllm:time_to_first_token_seconds"] if s[0].endswith("_sum"))
     assert total == engine.ttft_sum
+
+    engine.advance(10.0)  # all finished: one per-request TPOT observation each
+    fams = families(render(engine, "meta-llama/Llama-3.1-8B-Instruct"))
+    tpot = {
+        s[1].get("le"): s[2] for s in fams["vllm:request_time_per_output_token_seconds"] if s[0].endswith("_bucket")
+    }
+    assert list(tpot.values()) == sorted(tpot.values())
+    assert tpot["+Inf"] == sum(engine.tpot_buckets) == engine.request_success_total == 20

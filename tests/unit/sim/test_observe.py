@@ -6,7 +6,8 @@ from inferscale.scaling.types import MetricsState
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import Fleet, TimeToReady
 from inferscale.sim.observe import Observer
-from inferscale.sim.vllm_buckets import TTFT_BUCKETS
+from inferscale.sim.requests import Request
+from inferscale.sim.vllm_buckets import ITL_BUCKETS, TTFT_BUCKETS
 
 
 def test_no_ready_pod_means_missing_data_never_zero(engine_cfg: EngineConfig) -> None:
@@ -72,3 +73,29 @@ def test_rate_history_has_one_sample_per_minute(engine_cfg: EngineConfig) -> Non
         observer.scrape(float(t), fleet)
     assert [s.at for s in observer.rate_history] == [60.0, 120.0, 180.0, 240.0, 300.0]
     assert all(s.value == 0.0 for s in observer.rate_history)
+
+
+def test_tpot_p95_is_over_requests_not_tokens(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(1)
+    observer = Observer()
+    e = fleet.ready[0].engine
+    observer.scrape(0.0, fleet)
+    # 90 requests stream at (10, 25] ms per token, 10 at (75, 100] ms: P95 sits in the slow bucket
+    # whatever their lengths, while a token-weighted mean would follow the long fast ones.
+    e.tpot_buckets[ITL_BUCKETS.index(0.025)] += 90
+    e.tpot_buckets[ITL_BUCKETS.index(0.1)] += 10
+    observer.scrape(5.0, fleet)
+    assert observer.observe(6.0, fleet).tpot_p95 == pytest.approx(0.075 + 0.025 * (95 - 90) / 10)
+
+
+def test_an_engine_counts_each_finished_request_once_at_its_mean_itl(engine_cfg: EngineConfig) -> None:
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(1)
+    e = fleet.ready[0].engine
+    for i in range(8):
+        e.submit(Request(arrival=0.0, input_tokens=200, output_tokens=1 + 20 * i), now=0.0)
+    e.advance(60.0)
+    assert e.request_success_total == 8
+    assert sum(e.tpot_buckets) == 7  # a one-token answer has no inter-token gap
+    assert 0 < e.tpot_sum / 7 <= e.itl_sum / e.itl_count * 1.5

@@ -55,6 +55,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--gpu", "tpu-v9"], "tpu-v9"),
         (["--duration", "soon"], "--duration"),
         (["--slo-ttft", "-1s"], "--slo-ttft"),
+        (["--slo-tpot-p95", "0s"], "--slo-tpot-p95"),
         (["--time-to-ready", "4m-2m"], "--time-to-ready"),
         (["--rate-scale", "0"], "--rate-scale"),
         (["--format", "parquet"], "--format"),
@@ -86,3 +87,13 @@ def test_fluid_mode_replays_the_rate_curve_with_the_same_json(azure_trace: Path,
     assert doc["scenario"]["mode"] == "fluid"
     assert doc["scenario"]["requests"] == pytest.approx(1200, rel=0.01)
     assert doc["policies"]["static-peak"]["gpu_hours"] > 0
+
+
+def test_the_per_request_tpot_slo_reaches_inferscales_spec(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, stdout, _ = invoke(
+        "--trace", str(azure_trace), "--policy", "inferscale", "--time-to-ready", "60s",
+        "--slo-tpot-p95", "40ms", "--json", str(out), "--workers", "1",
+    )  # fmt: skip
+    assert code == 0, stdout
+    assert json.loads(out.read_text())["scenario"]["slo_tpot_p95_s"] == pytest.approx(0.04)

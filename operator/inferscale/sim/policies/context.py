@@ -42,12 +42,16 @@ class PolicyContext:
     # Longest time-to-ready the fleet draws (a uniform '210s-270s' gives 270): the oracle leads by it so
     # its replicas are Ready in time whatever the draw. None: the mean.
     time_to_ready_max: float | None = None
+    # inferscale's opt-in bound on the P95 of per-request TPOT (spec.slo.tpotP95); None: unset
+    slo_tpot: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("slo_ttft", "slo_itl", "interval"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
                 raise ValueError(f"PolicyContext.{name} must be a positive number of seconds, got {value!r}")
+        if self.slo_tpot is not None and not (math.isfinite(self.slo_tpot) and self.slo_tpot > 0):
+            raise ValueError(f"PolicyContext.slo_tpot must be positive seconds or None, got {self.slo_tpot!r}")
         if not (math.isfinite(self.time_to_ready) and self.time_to_ready >= 0):
             raise ValueError(f"PolicyContext.time_to_ready must be >= 0 seconds, got {self.time_to_ready!r}")
         if self.time_to_ready_max is not None and not (

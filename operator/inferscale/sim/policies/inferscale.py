@@ -32,12 +32,15 @@ def _duration(seconds: float) -> str:
 
 def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
     p = ctx.profile
+    slo = {"ttftP95": _duration(ctx.slo_ttft), "itlMean": _duration(ctx.slo_itl)}
+    if ctx.slo_tpot is not None:
+        slo["tpotP95"] = _duration(ctx.slo_tpot)
     return InferenceServiceSpec.model_validate(
         {
             "model": {"name": p.model, "profile": p.model, "gpu": p.gpu, "tensorParallel": p.tp},
             "scaleTargetRef": {"name": "simulated"},
             "replicas": {"min": max(ctx.min_replicas, 1), "max": ctx.max_replicas},
-            "slo": {"ttftP95": _duration(ctx.slo_ttft), "itlMean": _duration(ctx.slo_itl)},
+            "slo": slo,
             "warmup": {"timeToReady": _duration(ctx.time_to_ready)},
         }
     )

@@ -95,3 +95,9 @@ def test_state_lives_in_status_and_survives_a_restart() -> None:
     assert head + tail == straight
     assert first.status["recommendations"]  # the scale-down window is in status, not in memory
     assert max(straight) > 4 and straight[-1] < max(straight)
+
+
+def test_the_contexts_per_request_tpot_slo_becomes_the_specs_and_the_policys() -> None:
+    assert Inferscale(make_ctx()).policy.slo_tpot_p95 is None
+    policy = Inferscale(make_ctx(slo_tpot=0.04))
+    assert policy.spec.slo.tpot_p95 == "0.040s" and policy.policy.slo_tpot_p95 == pytest.approx(0.04)
