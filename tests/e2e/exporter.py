@@ -96,9 +96,45 @@ def render(model: str, v: Values, s: PodState) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_sglang(model: str, v: Values, s: PodState) -> str:
+    """The same state in SGLang's names (docs/references/production_metrics.md). Finished requests are
+    counted twice over, in num_requests_total (split by an extra label) and in the e2e histogram's count,
+    as current SGLang does: the operator must read them once."""
+    lbl = f'model_name="{model}"'
+    lines = [
+        "# TYPE sglang:num_running_reqs gauge",
+        f"sglang:num_running_reqs{{{lbl}}} {v.running}",
+        "# TYPE sglang:num_queue_reqs gauge",
+        f"sglang:num_queue_reqs{{{lbl}}} {v.waiting}",
+        "# TYPE sglang:token_usage gauge",
+        f"sglang:token_usage{{{lbl}}} {v.kv}",
+        "# TYPE sglang:num_requests_total counter",
+        f'sglang:num_requests_total{{{lbl},is_streaming="true"}} {s.requests / 2}',
+        f'sglang:num_requests_total{{{lbl},is_streaming="false"}} {s.requests / 2}',
+        "# TYPE sglang:e2e_request_latency_seconds histogram",
+        f'sglang:e2e_request_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
+        f"sglang:e2e_request_latency_seconds_sum{{{lbl}}} {s.requests}",
+        f"sglang:e2e_request_latency_seconds_count{{{lbl}}} {s.requests}",
+        "# TYPE sglang:time_to_first_token_seconds histogram",
+    ]
+    for le, c in zip(TTFT_BUCKETS, s.ttft_buckets, strict=True):
+        lines.append(f'sglang:time_to_first_token_seconds_bucket{{{lbl},le="{le}"}} {c}')
+    lines += [
+        f'sglang:time_to_first_token_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
+        f"sglang:time_to_first_token_seconds_sum{{{lbl}}} {s.ttft_sum}",
+        f"sglang:time_to_first_token_seconds_count{{{lbl}}} {s.requests}",
+        "# TYPE sglang:inter_token_latency_seconds histogram",
+        f'sglang:inter_token_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.itl_count}',
+        f"sglang:inter_token_latency_seconds_sum{{{lbl}}} {s.itl_sum}",
+        f"sglang:inter_token_latency_seconds_count{{{lbl}}} {s.itl_count}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 class Exporter:
-    def __init__(self, cluster: Cluster, namespace: str, app: str, model: str) -> None:
+    def __init__(self, cluster: Cluster, namespace: str, app: str, model: str, dialect: str = "vllm") -> None:
         self.cluster, self.namespace, self.app, self.model = cluster, namespace, app, model
+        self.render = render_sglang if dialect == "sglang" else render
         self.values = Values()
         self.serving = True
         self.pods: dict[str, PodState] = {}
@@ -114,7 +150,7 @@ class Exporter:
                     body = None
                     if exporter.serving and state is not None:
                         state.advance(exporter.values)
-                        body = render(exporter.model, exporter.values, state).encode()
+                        body = exporter.render(exporter.model, exporter.values, state).encode()
                 if body is None:
                     self.send_response(503)
                     self.end_headers()

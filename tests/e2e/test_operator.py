@@ -310,3 +310,36 @@ def test_i_slow_streams_at_low_kv_scale_up_by_the_per_request_tpot_slo(
     assert any(r["signal"] == "ITLAboveSLO" and "TPOT P95" in r["message"] for r in st["recommendations"])
     slo = condition(st, "SLOMet")
     assert slo is not None and slo["status"] == "False" and "TPOT P95" in slo["message"]
+
+
+def test_j_an_sglang_server_is_read_in_its_own_metric_names(cluster: Cluster, namespace: str) -> None:
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1))
+    exporter = Exporter(cluster, namespace, "llm", "m", dialect="sglang").start()
+    op = OperatorProcess(cluster, namespace, interval="5s")
+    try:
+        exporter.set(kv=0.3, waiting=0, running=2, rps=3.0)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", engine="sglang"))
+        op.start()
+        # The first rates come from a window the new target only partly covers: wait for a full one.
+        eventually(lambda: (status(cluster, namespace).get("observed") or {}).get("requestRate", 0) >= 2.5, 90, "3/s")
+        observed = status(cluster, namespace)["observed"]
+        assert observed["metrics"] == "Complete" and observed["kvCacheUtilization"] == 0.3
+        assert observed["requestRate"] <= 3.5  # num_requests_total and the e2e count, read once
+        print(f"SGLang observed: {observed}")
+        exporter.set(kv=0.95, waiting=20, running=30)
+        eventually(lambda: replicas(cluster, namespace) > 1, 40, "a scale-up on sglang:num_queue_reqs")
+        # The same pods under the default engine: missing, and the condition says which names they export.
+        cluster.kubectl("patch", "inferenceservice", "llm", "-n", namespace, "--type=merge", "-p",
+                        '{"spec": {"engine": "vllm"}}')  # fmt: skip
+        eventually(
+            lambda: (
+                "they export SGLang metrics"
+                in (condition(status(cluster, namespace), "MetricsAvailable") or {}).get("message", "")
+            ),
+            30,
+            "MetricsMissing naming SGLang",
+        )
+    finally:
+        op.stop()
+        exporter.stop()
+    op.assert_no_tracebacks()

@@ -6,13 +6,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from inferscale.adapters.prometheus import FleetSnapshot, PodSeries
+from inferscale.adapters.prometheus import VLLM, FleetSnapshot, PodSeries
 from inferscale.scaling.histogram import histogram_quantile
 from inferscale.scaling.types import MetricsState, Observation
 
 WAITING = "vllm:num_requests_waiting"
 RUNNING = "vllm:num_requests_running"
 KV = "vllm:kv_cache_usage_perc"
+_DIALECT_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
 
 @dataclass(frozen=True)
@@ -32,9 +33,10 @@ def _sum(series: Iterable[PodSeries], family: str) -> float | None:
 
 
 def observe(
-    snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float
+    snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float, engine: str = VLLM
 ) -> tuple[Observation, str]:
-    """Returns the Observation and a one-line explanation of its metrics state."""
+    """Returns the Observation and a one-line explanation of its metrics state. Only series in the
+    `engine`'s metric dialect count: a pod answering in the other one is named in the explanation."""
     base = Observation(
         at=snapshot.at,
         current_replicas=workload.current_replicas,
@@ -48,12 +50,13 @@ def observe(
     if not workload.ready_pods:
         return replace(base, state=MetricsState.MISSING), "no Ready pods of the target report metrics yet"
 
-    mine = [
+    named = [
         s
         for pod in workload.ready_pods
         for s in snapshot.by_pod.get((workload.namespace, pod), ())
         if not model_name or s.model_name == model_name
     ]
+    mine = [s for s in named if engine in s.dialects]
     sample_times = [s.values["sample_time"] for s in mine if "sample_time" in s.values]
     newest = max(sample_times) if sample_times else None
     fresh = [s for s in mine if "sample_time" not in s.values or snapshot.at - s.values["sample_time"] <= stale_after]
@@ -61,10 +64,12 @@ def observe(
     ready = len(workload.ready_pods)
     if not mine:
         hint = f" with model_name={model_name!r}" if model_name else ""
-        return (
-            replace(base, state=MetricsState.MISSING),
-            f"no vLLM metrics for the {ready} Ready pod(s) in {workload.namespace}{hint}",
-        )
+        dialect = _DIALECT_NAMES.get(engine, engine)
+        why = f"no {dialect} metrics for the {ready} Ready pod(s) in {workload.namespace}{hint}"
+        others = sorted({d for s in named for d in s.dialects} - {engine})
+        if others:
+            why += f"; they export {' and '.join(_DIALECT_NAMES.get(d, d) for d in others)} metrics: set spec.engine"
+        return replace(base, state=MetricsState.MISSING), why
     if not fresh:
         age = snapshot.at - newest if newest is not None else float("nan")
         return (

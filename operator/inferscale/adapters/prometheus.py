@@ -25,6 +25,14 @@ _OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
 RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
 _HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT buckets apart
+_DIALECT = "dialect"  # the label that sets SGLang's series apart
+VLLM, SGLANG = "vllm", "sglang"  # spec.engine's values
+# SGLang's gauges, folded into vLLM's families (sgl-project/sglang docs/references/production_metrics.md)
+SGLANG_GAUGES = {
+    "sglang:num_running_reqs": "vllm:num_requests_running",
+    "sglang:num_queue_reqs": "vllm:num_requests_waiting",
+    "sglang:token_usage": "vllm:kv_cache_usage_perc",
+}
 
 
 def _sel(metric: str, matchers: str) -> str:
@@ -33,38 +41,77 @@ def _sel(metric: str, matchers: str) -> str:
 
 def build_queries(selector: Mapping[str, str] | None = None) -> dict[str, str]:
     """The fixed query set, with a service's extra label matchers (spec.metrics.selector) if any.
-    Saturation peaks over 1m (as WVA does), latency over 2m, rates over 1m."""
+    Saturation peaks over 1m (as WVA does), latency over 2m, rates over 1m. Each query reads vLLM's
+    names and SGLang's (`_sglang` tags those series dialect="sglang"; a pod exports one dialect), so
+    a mixed fleet still costs one query per family."""
     m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
-    names = "vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
-    gauges = f'{{__name__=~"{names}"{"," + m if m else ""}}}'
+    with_m = "," + m if m else ""
+    vllm_gauges = "vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
+    sglang_gauges = f"sglang:({'|'.join(name.split(':')[1] for name in SGLANG_GAUGES)})"
 
     def rate(metric: str, window: str = RATE_WINDOW) -> str:
         return f"rate({_sel(metric, m)}[{window}])"
 
+    def summed(*metrics: str, window: str = RATE_WINDOW, by: str = _BY) -> str:
+        # each alternative aggregated before `or`, so extra labels cannot make one pod count twice
+        return " or ".join(f"sum by ({by}) ({rate(metric, window)})" for metric in metrics)
+
+    lat, hist = LATENCY_WINDOW, f"{_BY}, le"
     return {
-        "gauges": gauges,
+        "gauges": f'{{__name__=~"{vllm_gauges}"{with_m}}} or ' + _sglang(f'{{__name__=~"{sglang_gauges}"{with_m}}}'),
         "kv_peak": f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
-        f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
-        "sample_time": f"max by ({_BY}) (timestamp({_sel('vllm:num_requests_running', m)}))",
-        # one query for both latency histograms: the per-request TPOT series carry histogram="tpot"
-        "ttft_buckets": f"sum by ({_BY}, le) ({rate('vllm:time_to_first_token_seconds_bucket', LATENCY_WINDOW)}) "
-        f"or label_replace(sum by ({_BY}, le) "
-        f"({rate('vllm:request_time_per_output_token_seconds_bucket', LATENCY_WINDOW)}), "
-        f'"{_HISTOGRAM}", "{_TPOT}", "", "")',
-        "itl_sum": f"sum by ({_BY}) ({rate('vllm:inter_token_latency_seconds_sum', LATENCY_WINDOW)} "
-        f"or {rate('vllm:time_per_output_token_seconds_sum', LATENCY_WINDOW)})",
-        "itl_count": f"sum by ({_BY}) ({rate('vllm:inter_token_latency_seconds_count', LATENCY_WINDOW)} "
-        f"or {rate('vllm:time_per_output_token_seconds_count', LATENCY_WINDOW)})",
-        "requests": f"sum by ({_BY}) ({rate('vllm:request_success_total')})",
-        "prompt_tokens": f"sum by ({_BY}) ({rate('vllm:prompt_tokens_total')})",
-        "generation_tokens": f"sum by ({_BY}) ({rate('vllm:generation_tokens_total')})",
+        f"or max_over_time({_sel(_OLD_KV, m)}[1m])) or "
+        + _sglang(f"max by ({_BY}) (max_over_time({_sel('sglang:token_usage', m)}[1m]))"),
+        "sample_time": f"max by ({_BY}) (timestamp({_sel('vllm:num_requests_running', m)})) or "
+        + _sglang(f"max by ({_BY}) (timestamp({_sel('sglang:num_running_reqs', m)}))"),
+        # both latency histograms in one query: the per-request TPOT series carry histogram="tpot"
+        "ttft_buckets": summed("vllm:time_to_first_token_seconds_bucket", window=lat, by=hist)
+        + " or "
+        + _sglang(summed("sglang:time_to_first_token_seconds_bucket", window=lat, by=hist))
+        + " or "
+        + _label(summed("vllm:request_time_per_output_token_seconds_bucket", window=lat, by=hist), _HISTOGRAM, _TPOT),
+        # SGLang's older time_per_output_token histogram, like vLLM's, observes every token: an ITL
+        "itl_sum": summed("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum", window=lat)
+        + " or "
+        + _sglang(
+            summed("sglang:inter_token_latency_seconds_sum", "sglang:time_per_output_token_seconds_sum", window=lat)
+        ),
+        "itl_count": summed(
+            "vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count", window=lat
+        )
+        + " or "
+        + _sglang(
+            summed("sglang:inter_token_latency_seconds_count", "sglang:time_per_output_token_seconds_count", window=lat)
+        ),
+        # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram
+        "requests": summed("vllm:request_success_total")
+        + " or "
+        + _sglang(summed("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count")),
+        "prompt_tokens": summed("vllm:prompt_tokens_total") + " or " + _sglang(summed("sglang:prompt_tokens_total")),
+        "generation_tokens": summed("vllm:generation_tokens_total")
+        + " or "
+        + _sglang(summed("sglang:generation_tokens_total")),
     }
 
 
 def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
-    """Request rate per (namespace, model_name): the forecaster's input, one range query per tick."""
+    """Request rate per (namespace, model_name, dialect): the forecaster's input, one range query per tick."""
     m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
-    return f"sum by (namespace, model_name) (rate({_sel('vllm:request_success_total', m)}[{RATE_WINDOW}]))"
+    by = "namespace, model_name"
+
+    def summed(metric: str) -> str:
+        return f"sum by ({by}) (rate({_sel(metric, m)}[{RATE_WINDOW}]))"
+
+    sglang = summed("sglang:num_requests_total") + " or " + summed("sglang:e2e_request_latency_seconds_count")
+    return f"{summed('vllm:request_success_total')} or {_sglang(sglang)}"
+
+
+def _label(expr: str, name: str, value: str) -> str:
+    return f'label_replace({expr}, "{name}", "{value}", "", "")'
+
+
+def _sglang(expr: str) -> str:
+    return _label(expr, _DIALECT, SGLANG)
 
 
 def _escape(value: str) -> str:
@@ -84,6 +131,7 @@ class PodSeries:
     values: dict[str, float] = field(default_factory=dict)  # family -> value
     ttft_buckets: dict[float, float] = field(default_factory=dict)  # le -> rate
     tpot_buckets: dict[float, float] = field(default_factory=dict)  # le -> rate, one sample per request
+    dialects: set[str] = field(default_factory=set)  # "vllm", "sglang": the metric names it answered with
 
 
 @dataclass(frozen=True)
@@ -131,8 +179,10 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
         series = into.get(key)
         if series is None:
             series = into[key] = PodSeries(*key)
+        series.dialects.add(labels.get(_DIALECT, VLLM))
         if name == "gauges":
             family = labels.get("__name__", "")
+            family = SGLANG_GAUGES.get(family, family)
             family = "vllm:kv_cache_usage_perc" if family == _OLD_KV else family
             if family in series.values:
                 prev = series.values[family]
@@ -183,7 +233,7 @@ class PrometheusReader:
     async def rate_history(
         self, start: float, end: float, step: float = 60.0, selector: Mapping[str, str] | None = None
     ) -> dict[tuple[str, str], list[tuple[float, float]]]:
-        """Request rate per (namespace, model_name) between start and end, oldest first."""
+        """Request rate per (namespace, model_name) between start and end, oldest first (both dialects added)."""
 
         def run() -> Any:
             self.queries_sent += 1
@@ -199,10 +249,10 @@ class PrometheusReader:
         for series in result if isinstance(result, list) else []:
             labels = series.get("metric", {})
             key = (labels.get("namespace", ""), labels.get("model_name", ""))
-            points = []
+            points = dict(out.get(key, ()))
             for t, v in series.get("values", []):
                 value, at = _finite(v), _finite(t)
                 if value is not None and at is not None:
-                    points.append((at, value))
-            out[key] = points
+                    points[at] = points.get(at, 0.0) + value
+            out[key] = sorted(points.items())
         return out

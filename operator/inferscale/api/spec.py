@@ -236,7 +236,11 @@ class InferenceServiceSpec(BaseModel):
     )
 
     model: ModelRef = Field(description="The served model.")
-    engine: Engine = Field(default="vllm", description="Metric dialect of the model server: vllm or sglang.")
+    engine: Engine = Field(
+        default="vllm",
+        description="Metric dialect of the model server: vllm (vllm:* names) or sglang (sglang:* names, with the "
+        "model_name label of current SGLang builds).",
+    )
     scale_target_ref: ScaleTargetRef | None = Field(
         default=None, description="The Deployment to scale. Exactly one of scaleTargetRef and template."
     )

@@ -314,7 +314,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
     state = replace(prior, time_to_ready=ttr)
     workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
-    obs, why = observe(tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after)
+    obs, why = observe(
+        tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
+    )
     policy = with_observed_prior(policy, spec.model, obs)
     decision = decide(obs, policy, state, now, _history(rt, ns, spec.model.name))
 

@@ -149,3 +149,59 @@ def test_per_request_tpot_series_answer_in_the_ttft_query_and_stay_apart() -> No
 def test_engines_without_the_per_request_tpot_histogram_leave_it_unknown() -> None:
     obs, _ = observe(snapshot(healthy()), W, "m", 60)
     assert obs.tpot_p95 is None
+
+
+def sglang_healthy(pods: tuple[str, ...] = ("p0", "p1")) -> dict[str, list[dict[str, Any]]]:
+    """What the queries return for SGLang pods: its names, tagged dialect="sglang" by the queries."""
+    tag = {"dialect": "sglang"}
+    gauges = []
+    for p in pods:
+        gauges += [
+            sample(p, 0.9, __name__="sglang:token_usage", **tag),
+            sample(p, 3, __name__="sglang:num_queue_reqs", **tag),
+            sample(p, 10, __name__="sglang:num_running_reqs", **tag),
+        ]
+    return {
+        "gauges": gauges,
+        "kv_peak": [sample(p, 0.95, **tag) for p in pods],
+        "sample_time": [sample(p, NOW - 2, **tag) for p in pods],
+        "ttft_buckets": [
+            sample(p, v, le=le, **tag) for p in pods for le, v in (("0.25", 9.0), ("0.5", 10.0), ("+Inf", 10.0))
+        ],
+        "itl_sum": [sample(p, 0.4, **tag) for p in pods],
+        "itl_count": [sample(p, 10.0, **tag) for p in pods],
+        "requests": [sample(p, 2.0, **tag) for p in pods],
+    }
+
+
+def test_sglang_pods_observe_like_vllm_pods_under_engine_sglang() -> None:
+    assert all("sglang:" in QUERIES[name] for name in QUERIES)  # every family asks for both dialects
+    obs, why = observe(snapshot(sglang_healthy()), W, "m", 60, engine="sglang")
+    vllm, _ = observe(snapshot(healthy()), W, "m", 60)
+    assert obs.state is MetricsState.COMPLETE and "2 of 2" in why
+    fields = ("kv_cache_utilization", "kv_cache_utilization_max", "waiting", "running", "request_rate")
+    assert [getattr(obs, f) for f in fields] == [getattr(vllm, f) for f in fields]
+    assert (obs.ttft_p95, obs.itl_mean) == (vllm.ttft_p95, vllm.itl_mean)
+
+
+@pytest.mark.parametrize(
+    ("answers", "engine", "says"),
+    [
+        (
+            sglang_healthy(),
+            "vllm",
+            "no vLLM metrics for the 2 Ready pod(s) in llm with model_name='m'; they export SGLang metrics",
+        ),
+        (
+            healthy(),
+            "sglang",
+            "no SGLang metrics for the 2 Ready pod(s) in llm with model_name='m'; they export vLLM metrics",
+        ),
+    ],
+)
+def test_pods_answering_in_the_other_dialect_are_missing_and_named(
+    answers: dict[str, list[dict[str, Any]]], engine: str, says: str
+) -> None:
+    obs, why = observe(snapshot(answers), W, "m", 60, engine=engine)
+    assert obs.state is MetricsState.MISSING and obs.waiting is None
+    assert says in why and why.endswith("set spec.engine")
