@@ -4,9 +4,10 @@ Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes
 
 1. metrics gate: missing or stale data holds the current count (bounds and schedule floors still
    apply); nothing is learned and nothing else moves;
-2. per-signal recommendations (KV cache, queue, TTFT, ITL, capacity forecast; see `signals` and
-   `capacity`), each with HPA's tolerance dead-band; their max is the desired count
-   (`WithinTolerance` when a dead-band held it). Latency breaches count only on loaded replicas;
+2. per-signal recommendations (KV cache, queue, TTFT, ITL, per-request TPOT when its SLO is set,
+   capacity forecast; see `signals` and `capacity`), each with HPA's tolerance dead-band; their max is
+   the desired count (`WithinTolerance` when a dead-band held it). Latency breaches count only on
+   loaded replicas (a TPOT breach also on batching ones);
    replicas still starting are supply (`ScaleUpInProgress` when they already cover the need);
 3. if the KV or queue metric is missing, no scale-down (HPA: a missing metric never lets the
    others scale down);

@@ -18,6 +18,7 @@ _OBSERVED = (
     "running",
     "ttft_p95",
     "itl_mean",
+    "tpot_p95",
     "request_rate",
     "prompt_token_rate",
     "generation_token_rate",
@@ -89,6 +90,7 @@ def validate_policy(policy: Policy) -> None:
         raise ValueError(f"policy tolerance must be in [0, 1), got {policy.tolerance!r}")
     _positive("slo_ttft_p95", policy.slo_ttft_p95, optional=True)
     _positive("slo_itl_mean", policy.slo_itl_mean, optional=True)
+    _positive("slo_tpot_p95", policy.slo_tpot_p95, optional=True)
     _positive("target_kv_cache", policy.target_kv_cache)
     if policy.target_kv_cache > 1:
         raise ValueError(f"policy target_kv_cache is a fraction in (0, 1], got {policy.target_kv_cache!r}")
