@@ -39,11 +39,13 @@ def _sel(metric: str, matchers: str) -> str:
     return f"{metric}{{{matchers}}}" if matchers else metric
 
 
-def build_queries(selector: Mapping[str, str] | None = None) -> dict[str, str]:
+def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) -> dict[str, str]:
     """The fixed query set, with a service's extra label matchers (spec.metrics.selector) if any.
     Saturation peaks over 1m (as WVA does), latency over 2m, rates over 1m. Each query reads vLLM's
     names and SGLang's (`_sglang` tags those series dialect="sglang"; a pod exports one dialect), so
-    a mixed fleet still costs one query per family."""
+    a mixed fleet still costs one query per family. `tpot` adds vLLM's per-request TPOT histogram to the
+    TTFT query: its buckets made that query the tick's slowest at 1000 services (PromQL 1.06 -> 1.29 s),
+    so the operator asks for it only while some service sets slo.tpotP95."""
     m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
     with_m = "," + m if m else ""
     vllm_gauges = "vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
@@ -57,6 +59,7 @@ def build_queries(selector: Mapping[str, str] | None = None) -> dict[str, str]:
         return " or ".join(f"sum by ({by}) ({rate(metric, window)})" for metric in metrics)
 
     lat, hist = LATENCY_WINDOW, f"{_BY}, le"
+    per_request = summed("vllm:request_time_per_output_token_seconds_bucket", window=lat, by=hist)
     return {
         "gauges": f'{{__name__=~"{vllm_gauges}"{with_m}}} or ' + _sglang(f'{{__name__=~"{sglang_gauges}"{with_m}}}'),
         "kv_peak": f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
@@ -68,8 +71,7 @@ def build_queries(selector: Mapping[str, str] | None = None) -> dict[str, str]:
         "ttft_buckets": summed("vllm:time_to_first_token_seconds_bucket", window=lat, by=hist)
         + " or "
         + _sglang(summed("sglang:time_to_first_token_seconds_bucket", window=lat, by=hist))
-        + " or "
-        + _label(summed("vllm:request_time_per_output_token_seconds_bucket", window=lat, by=hist), _HISTOGRAM, _TPOT),
+        + (" or " + _label(per_request, _HISTOGRAM, _TPOT) if tpot else ""),
         # SGLang's older time_per_output_token histogram, like vLLM's, observes every token: an ITL
         "itl_sum": summed("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum", window=lat)
         + " or "
@@ -215,8 +217,8 @@ class PrometheusReader:
             raise ValueError(f"unexpected Prometheus answer type {type(result).__name__}")
         return result
 
-    async def snapshot(self, now: float, selector: Mapping[str, str] | None = None) -> FleetSnapshot:
-        queries = build_queries(selector)
+    async def snapshot(self, now: float, selector: Mapping[str, str] | None = None, tpot: bool = True) -> FleetSnapshot:
+        queries = build_queries(selector, tpot)
         names = list(queries)
         answers = await asyncio.gather(*(self._query(queries[n]) for n in names), return_exceptions=True)
         pods: dict[PodKey, PodSeries] = {}

@@ -116,6 +116,14 @@ class Tick:
         return self.fleet.get(key) or FleetSnapshot(self.at, {}, frozenset(QUERIES), ("not queried yet",))
 
 
+def wants_tpot(services: list[Obj]) -> bool:
+    for svc in services:
+        slo = (svc.get("spec") or {}).get("slo")
+        if isinstance(slo, dict) and slo.get("tpotP95"):
+            return True
+    return False
+
+
 class Collector:
     def __init__(
         self,
@@ -134,6 +142,7 @@ class Collector:
         self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
         self._history_until: dict[Selector, float] = {}
         self.last_success: float | None = None
+        self.tpot = False  # some service sets slo.tpotP95: the TTFT query also reads per-request TPOT
         self._seq = 0
         # Pods and Deployments are followed by watches; InferenceServices are listed every tick, since a
         # tick must read the status (the scaler's record) the previous tick wrote; HPAs and
@@ -188,7 +197,7 @@ class Collector:
 
     async def _snapshot(self, tick: Tick, sel: Selector) -> None:
         started = time.monotonic()
-        snap = await self.prom.snapshot(tick.at, dict(sel))
+        snap = await self.prom.snapshot(tick.at, dict(sel), self.tpot)
         metrics.TICK_PHASE.labels("prometheus").observe(time.monotonic() - started)
         tick.fleet[sel] = snap
         if snap.failed:
@@ -233,6 +242,10 @@ class Collector:
             self.log.warning("listing the cluster failed: %s", e)
         finally:
             await default
+        wanted = wants_tpot(tick.services) if tick.kube_error is None else self.tpot
+        if wanted and not self.tpot:
+            tick.fleet.pop((), None)  # the first tick a service asks for it: read again with the TPOT histogram
+        self.tpot = wanted
         await self._prometheus(tick)
         tick.duration = time.monotonic() - started
         metrics.TICK_DURATION.observe(tick.duration)

@@ -1,0 +1,59 @@
+"""The collector's tick: which PromQL it asks for, from what the lists say."""
+
+from typing import Any
+
+from inferscale.adapters.prometheus import FleetSnapshot, build_queries
+from inferscale.handlers.collector import Collector
+
+
+def service(name: str, slo: dict[str, str] | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"model": {"name": "m"}, "scaleTargetRef": {"name": name}}
+    if slo:
+        spec["slo"] = slo
+    return {"metadata": {"name": name, "namespace": "ns"}, "spec": spec}
+
+
+class Kube:
+    def __init__(self) -> None:
+        self.services: list[dict[str, Any]] = []
+
+    async def list(self, gv: str, plural: str, ns: str | None, keep: Any = None) -> list[dict[str, Any]]:
+        return list(self.services) if plural == "inferenceservices" else []
+
+
+class Prom:
+    def __init__(self) -> None:
+        self.snapshots: list[tuple[dict[str, str], bool]] = []
+
+    async def snapshot(self, now: float, selector: dict[str, str], tpot: bool) -> FleetSnapshot:
+        self.snapshots.append((selector, tpot))
+        return FleetSnapshot(now, {}, frozenset())
+
+    async def rate_history(self, *args: Any) -> dict[tuple[str, str], list[tuple[float, float]]]:
+        return {}
+
+
+def test_the_per_request_tpot_histogram_is_only_in_the_query_when_asked_for() -> None:
+    assert "request_time_per_output_token" in build_queries()["ttft_buckets"]
+    without = build_queries(tpot=False)["ttft_buckets"]
+    assert "request_time_per_output_token" not in without and "time_to_first_token" in without
+
+
+async def test_the_tick_reads_per_request_tpot_from_the_first_tick_a_service_sets_its_slo() -> None:
+    kube, prom = Kube(), Prom()
+    collector = Collector(kube, prom, ["ns"], 15.0)  # type: ignore[arg-type]
+    kube.services = [service("a")]
+    await collector.refresh()
+    assert prom.snapshots == [({}, False)]
+    kube.services.append(service("b", {"tpotP95": "50ms"}))
+    prom.snapshots.clear()
+    await collector.refresh()
+    assert prom.snapshots == [({}, False), ({}, True)]  # read again at once, not a tick later
+    prom.snapshots.clear()
+    await collector.refresh()
+    assert prom.snapshots == [({}, True)]
+    kube.services.pop()
+    prom.snapshots.clear()
+    await collector.refresh()
+    await collector.refresh()
+    assert prom.snapshots == [({}, True), ({}, False)]  # dropped from the tick after the last one left
