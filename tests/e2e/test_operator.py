@@ -307,7 +307,7 @@ def test_i_slow_streams_at_low_kv_scale_up_by_the_per_request_tpot_slo(
     st = status(cluster, namespace)
     assert st["observed"]["tpotP95"] == "99ms"  # histogram_quantile inside the (75ms, 100ms] bucket
     assert st["observed"]["itlMean"] == "20ms"
-    assert any(r["signal"] == "ITLAboveSLO" and "TPOT P95" in r["message"] for r in st["recommendations"])
+    assert any(r["signal"] == "TPOTAboveSLO" and "TPOT P95" in r["message"] for r in st["recommendations"])
     slo = condition(st, "SLOMet")
     assert slo is not None and slo["status"] == "False" and "TPOT P95" in slo["message"]
 

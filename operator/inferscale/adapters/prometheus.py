@@ -72,19 +72,16 @@ def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) 
         + " or "
         + _sglang(summed("sglang:time_to_first_token_seconds_bucket", window=lat, by=hist))
         + (" or " + _label(per_request, _HISTOGRAM, _TPOT) if tpot else ""),
-        # SGLang's older time_per_output_token histogram, like vLLM's, observes every token: an ITL
+        # SGLang's older time_per_output_token histogram is not an ITL (a running mean per streamed chunk, or
+        # e2e / tokens once for a non-streamed request, queue and prefill included): only inter_token_latency
         "itl_sum": summed("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum", window=lat)
         + " or "
-        + _sglang(
-            summed("sglang:inter_token_latency_seconds_sum", "sglang:time_per_output_token_seconds_sum", window=lat)
-        ),
+        + _sglang(summed("sglang:inter_token_latency_seconds_sum", window=lat)),
         "itl_count": summed(
             "vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count", window=lat
         )
         + " or "
-        + _sglang(
-            summed("sglang:inter_token_latency_seconds_count", "sglang:time_per_output_token_seconds_count", window=lat)
-        ),
+        + _sglang(summed("sglang:inter_token_latency_seconds_count", window=lat)),
         # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram
         "requests": summed("vllm:request_success_total")
         + " or "

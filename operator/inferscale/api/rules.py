@@ -68,6 +68,12 @@ SCHEDULE_WITHIN_MAX = Rule(
     "self.warmup.schedules.all(s, s.minReplicas <= self.replicas.max)",
     "warmup.schedules[].minReplicas must not exceed replicas.max",
 )
+# SGLang has no per-request TPOT histogram (its time_per_output_token is a per-chunk running mean).
+TPOT_NEEDS_VLLM = Rule(
+    "!(has(self.engine) && self.engine == 'sglang' && has(self.slo) && has(self.slo.tpotP95))",
+    "slo.tpotP95 reads vLLM's per-request histogram vllm:request_time_per_output_token_seconds, which SGLang "
+    "does not export: unset slo.tpotP95 for engine sglang",
+)
 CRON = Rule(
     f"self.matches({_cel_string(CRON_PATTERN)})",
     "must be a cron expression with five fields such as '0 9 * * 1-5', or a macro such as @daily",

@@ -24,6 +24,7 @@ from inferscale.api.rules import (
     ONE_TARGET,
     REPLICA_BOUNDS,
     SCHEDULE_WITHIN_MAX,
+    TPOT_NEEDS_VLLM,
     check_cron,
     check_selector,
 )
@@ -232,7 +233,9 @@ class InferenceServiceSpec(BaseModel):
 
     model_config = ConfigDict(
         **SPEC_CONFIG,
-        json_schema_extra={"x-kubernetes-validations": [ONE_TARGET.schema(), SCHEDULE_WITHIN_MAX.schema()]},
+        json_schema_extra={
+            "x-kubernetes-validations": [ONE_TARGET.schema(), SCHEDULE_WITHIN_MAX.schema(), TPOT_NEEDS_VLLM.schema()]
+        },
     )
 
     model: ModelRef = Field(description="The served model.")
@@ -264,4 +267,6 @@ class InferenceServiceSpec(BaseModel):
         high = [s.min_replicas for s in self.warmup.schedules if s.min_replicas > self.replicas.max]
         if high:
             raise ValueError(f"{SCHEDULE_WITHIN_MAX.message} ({max(high)} > {self.replicas.max})")
+        if self.engine == "sglang" and self.slo.tpot_p95 is not None:
+            raise ValueError(TPOT_NEEDS_VLLM.message)
         return self

@@ -33,7 +33,9 @@ class Observed(BaseModel):
     ttft_p95: str | None = Field(default=None, description="Observed P95 time to first token (duration).")
     itl_mean: str | None = Field(default=None, description="Observed mean inter-token latency (duration).")
     tpot_p95: str | None = Field(
-        default=None, description="Observed P95 over requests of each request's mean inter-token latency (duration)."
+        default=None,
+        description="Observed P95 over requests of each request's mean inter-token latency (duration); "
+        "reported when slo.tpotP95 is set.",
     )
     kv_cache_utilization: float | None = Field(default=None, description="Mean KV-cache usage, 0..1.")
     kv_cache_percent: int | None = Field(default=None, description="kvCacheUtilization in percent (printer column).")

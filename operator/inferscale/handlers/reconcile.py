@@ -317,6 +317,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     obs, why = observe(
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
     )
+    if policy.slo_tpot_p95 is None:
+        # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
+        obs = replace(obs, tpot_p95=None)
     policy = with_observed_prior(policy, spec.model, obs)
     decision = decide(obs, policy, state, now, _history(rt, ns, spec.model.name))
 

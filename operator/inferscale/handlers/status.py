@@ -72,8 +72,12 @@ def slo_condition(
         parts.append(f"TTFT P95 {format_duration(obs.ttft_p95)} (SLO {format_duration(slo_ttft)})")
     if obs.itl_mean is not None:
         parts.append(f"ITL mean {format_duration(obs.itl_mean)} (SLO {format_duration(slo_itl)})")
-    if obs.tpot_p95 is not None and slo_tpot is not None:
-        parts.append(f"TPOT P95 {format_duration(obs.tpot_p95)} (SLO {format_duration(slo_tpot)})")
+    if slo_tpot is not None:
+        parts.append(
+            f"TPOT P95 {format_duration(obs.tpot_p95)} (SLO {format_duration(slo_tpot)})"
+            if obs.tpot_p95 is not None
+            else "TPOT P95 unknown: no vllm:request_time_per_output_token_seconds samples in the window"
+        )
     return Condition(
         "SLOMet",
         "True" if decision.slo_met else "False",

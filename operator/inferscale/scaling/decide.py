@@ -137,7 +137,7 @@ def _signals(
     for reason, observed, slo, gate, name, why in (
         (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95, is_loaded, None, unloaded),
         (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean, is_loaded, None, unloaded),
-        (Reason.SLO_ITL, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, "TPOT P95", idle),
+        (Reason.SLO_TPOT, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, None, idle),
     ):
         if observed is not None and slo is not None:
             latency = signals.slo(reason, observed, slo, ready, current, gate, name, why)
@@ -330,8 +330,9 @@ def _decide(
         rate = capacity.learn(
             old if learned else None, policy.capacity_prior_rps, obs.request_rate, obs.ready_replicas, kind
         )
-        rps, factor = capacity.learned_state(state, policy.capacity_prior_rps, rate)
-        learned_state = replace(state, capacity_rps=rps, capacity_factor=factor)
+        if rate > 0 and math.isfinite(rate):  # a subnormal request rate over the replicas underflows to 0
+            rps, factor = capacity.learned_state(state, policy.capacity_prior_rps, rate)
+            learned_state = replace(state, capacity_rps=rps, capacity_factor=factor)
 
     all_recs = (*recs, floor_rec) if floor_rec else tuple(recs)
     return Decision(

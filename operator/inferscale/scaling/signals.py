@@ -240,7 +240,7 @@ def batching(running: float | None, ready: int) -> bool:
     return running is not None and ready >= 1 and running >= BATCHING_PER_REPLICA * ready
 
 
-SIGNAL_NAMES = {Reason.SLO_TTFT: "TTFT P95", Reason.SLO_ITL: "ITL mean"}
+SIGNAL_NAMES = {Reason.SLO_TTFT: "TTFT P95", Reason.SLO_ITL: "ITL mean", Reason.SLO_TPOT: "TPOT P95"}
 
 
 def slo(

@@ -27,6 +27,7 @@ class Reason(enum.StrEnum):
     QUEUE = "QueueBacklog"
     SLO_TTFT = "TTFTAboveSLO"
     SLO_ITL = "ITLAboveSLO"
+    SLO_TPOT = "TPOTAboveSLO"
     CAPACITY = "CapacityForecast"
     SCHEDULE = "ScheduleFloor"
     CURRENT = "Current"

@@ -418,9 +418,9 @@ class ReplicaEngine:
         self.outstanding -= 1
         self.request_success_total += 1
         tpot = (end - seq.first_token_at) / (seq.output_tokens - 1) if seq.output_tokens > 1 else None
-        if tpot is not None:
-            self.tpot_buckets[bisect_left(ITL_BUCKETS, tpot)] += 1
-            self.tpot_sum += tpot
+        # vLLM observes every finished request, a one-token answer as 0 (v1/metrics/stats.py)
+        self.tpot_buckets[bisect_left(ITL_BUCKETS, tpot or 0.0)] += 1
+        self.tpot_sum += tpot or 0.0
         out = self.outcomes
         if out is not None and seq.rid >= 0:
             out.finished_at[seq.rid] = end

@@ -89,5 +89,7 @@ def test_valid_variants_pass(validator: Path, tmp_path: Path) -> None:
         {**minimal, "behavior": {"scaleUp": {"maxIncrease": 3}, "scaleDown": {"maxDecrease": "25%"}}},
         {**minimal, "warmup": {"schedules": [{"cron": "@daily", "duration": "1h", "minReplicas": 2}]}},
         {**minimal, "slo": {"ttftP95": "1.5s", "itlMean": "1h30m"}, "replicas": {"min": 4, "max": 4}},
+        {**minimal, "slo": {"tpotP95": "60ms"}},
+        {**minimal, "engine": "sglang", "slo": {"itlMean": "40ms"}},
     ]
-    assert _validate(validator, [_wrap(v) for v in variants], tmp_path) == [[], [], []]
+    assert _validate(validator, [_wrap(v) for v in variants], tmp_path) == [[]] * len(variants)

@@ -72,6 +72,8 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("slo.ttftP95", "500", rules.POSITIVE_DURATION.message, {}),
     ("slo.ttftP95", " 500ms", rules.POSITIVE_DURATION.message, {}),
     ("slo.itlMean", "-5ms", rules.POSITIVE_DURATION.message, {}),
+    ("slo.tpotP95", "0s", rules.POSITIVE_DURATION.message, {}),
+    ("slo.tpotP95", "50ms", rules.TPOT_NEEDS_VLLM.message, {"engine": "sglang"}),
     ("behavior.interval", "1d", rules.POSITIVE_DURATION.message, {}),
     ("behavior.interval", "0s", rules.POSITIVE_DURATION.message, {}),
     ("behavior.scaleUp.period", "0ms", rules.POSITIVE_DURATION.message, {}),

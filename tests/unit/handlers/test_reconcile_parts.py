@@ -1,5 +1,7 @@
 """The pure parts of the reconcile step: conditions, the managed Deployment, observed lengths."""
 
+import dataclasses
+
 from inferscale.adapters.workload import conflicting_autoscalers, parse_time, selector_matches, target_state
 from inferscale.api.convert import observed_lengths
 from inferscale.handlers.reconcile import managed_deployment
@@ -182,3 +184,9 @@ def test_the_per_request_tpot_shows_in_observed_and_in_the_slo_condition_when_it
     unset = Policy(min_replicas=1, max_replicas=8)
     cond = slo_condition(decide(obs, unset, ScalerState(), 0.0), obs, 0.5, 0.05)
     assert cond.status == "True" and "TPOT" not in cond.message
+    # set, but the engine exports no per-request histogram: said, not silently left out
+    blind = dataclasses.replace(obs, tpot_p95=None)
+    cond = slo_condition(decide(blind, policy, ScalerState(), 0.0), blind, 0.5, 0.05, policy.slo_tpot_p95)
+    assert cond.message.endswith(
+        "TPOT P95 unknown: no vllm:request_time_per_output_token_seconds samples in the window"
+    )

@@ -94,3 +94,13 @@ def test_the_capacity_low_keeps_two_buckets_and_changes_only_on_news() -> None:
     assert capacity.remember_low(low, 100.0, 40.0, 150.0) == CapacityLow(100.0, 40.0)
     # a zero window keeps no memory
     assert capacity.remember_low(CapacityLow(0.0, 1.0), 10.0, 40.0, 0.0) == CapacityLow(10.0, 40.0)
+
+
+def test_a_request_rate_that_underflows_per_replica_teaches_nothing() -> None:
+    # Found by the property test: 5e-324 req/s over 2 replicas is 0.0 per replica, never a capacity.
+    from tests.unit.scaling.helpers import observe, policy
+
+    from inferscale.scaling import ScalerState, decide
+
+    obs = observe(2, kv=0.9, waiting=8.0, request_rate=5e-324, ttft_p95=0.1, itl_mean=0.01)
+    assert decide(obs, policy(), ScalerState(), 0.0).state.capacity_rps is None

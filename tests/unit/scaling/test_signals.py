@@ -135,7 +135,7 @@ def test_a_per_request_tpot_breach_on_batching_replicas_asks_for_more_at_any_kv(
     pol = policy(**{**FREE, "slo_itl_mean": 0.05, "slo_tpot_p95": 0.05})
     obs = observe(4, kv=0.1, running=16.0, itl_mean=0.03, tpot_p95=0.09)
     d = decide(obs, pol, ScalerState(), 0.0)
-    r = rec(d, Reason.SLO_ITL)
+    r = rec(d, Reason.SLO_TPOT)
     assert r.replicas == 8  # type: ignore[attr-defined]  # 1.8x, capped at doubling
     assert "TPOT P95 90ms > SLO 50ms on 4 ready replicas" in r.message  # type: ignore[attr-defined]
     assert d.replicas == 8 and d.slo_met is False
@@ -145,7 +145,7 @@ def test_a_per_request_tpot_breach_without_batching_recommends_nothing() -> None
     # One request per replica: its own steps are as fast as the GPU allows, company is not the cause.
     pol = policy(**{**FREE, "slo_tpot_p95": 0.05})
     d = decide(observe(4, kv=0.1, running=4.0, tpot_p95=0.09), pol, ScalerState(), 0.0)
-    assert not [r for r in d.recommendations if r.signal is Reason.SLO_ITL]
+    assert not [r for r in d.recommendations if r.signal is Reason.SLO_TPOT]
     assert "TPOT P95 90ms > SLO 50ms on replicas that neither batch nor are loaded" in d.message
     assert d.slo_met is False
 
@@ -153,7 +153,7 @@ def test_a_per_request_tpot_breach_without_batching_recommends_nothing() -> None
 def test_per_request_tpot_is_ignored_unless_the_policy_sets_its_slo() -> None:
     pol = policy(**{**FREE, "slo_itl_mean": 0.05})
     d = decide(observe(4, kv=0.1, running=16.0, itl_mean=0.03, tpot_p95=0.09), pol, ScalerState(), 0.0)
-    assert not [r for r in d.recommendations if r.signal is Reason.SLO_ITL]
+    assert not [r for r in d.recommendations if r.signal in (Reason.SLO_ITL, Reason.SLO_TPOT)]
     assert d.slo_met is True
 
 
