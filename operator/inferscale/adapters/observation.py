@@ -32,6 +32,15 @@ def _sum(series: Iterable[PodSeries], family: str) -> float | None:
     return sum(values) if values else None
 
 
+def _added(histograms: Iterable[dict[float, float]]) -> dict[float, float]:
+    """Bucket rates added over pods, by upper bound."""
+    out: dict[float, float] = {}
+    for buckets in histograms:
+        for le, v in buckets.items():
+            out[le] = out.get(le, 0.0) + v
+    return out
+
+
 def observe(
     snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float, engine: str = VLLM
 ) -> tuple[Observation, str]:
@@ -77,13 +86,6 @@ def observe(
             f"the newest engine sample is {age:.0f}s old (staleAfter {stale_after:.0f}s)",
         )
 
-    buckets: dict[float, float] = {}
-    tpot: dict[float, float] = {}
-    for s in fresh:
-        for le, v in s.ttft_buckets.items():
-            buckets[le] = buckets.get(le, 0.0) + v
-        for le, v in s.tpot_buckets.items():
-            tpot[le] = tpot.get(le, 0.0) + v
     itl_sum, itl_count = _sum(fresh, "itl_sum"), _sum(fresh, "itl_count")
     kvs = [s.values[KV] for s in fresh if KV in s.values]
     peaks = [s.values["kv_peak"] for s in fresh if "kv_peak" in s.values]
@@ -96,9 +98,9 @@ def observe(
         kv_cache_utilization_max=max(peaks) if peaks else (max(kvs) if kvs else None),
         waiting=_sum(fresh, WAITING),
         running=_sum(fresh, RUNNING),
-        ttft_p95=histogram_quantile(0.95, buckets),
+        ttft_p95=histogram_quantile(0.95, _added(s.ttft_buckets for s in fresh)),
         itl_mean=itl_sum / itl_count if itl_sum is not None and itl_count else None,
-        tpot_p95=histogram_quantile(0.95, tpot),
+        tpot_p95=histogram_quantile(0.95, _added(s.tpot_buckets for s in fresh)),
         request_rate=_sum(fresh, "requests"),
         prompt_token_rate=_sum(fresh, "prompt_tokens"),
         generation_token_rate=_sum(fresh, "generation_tokens"),

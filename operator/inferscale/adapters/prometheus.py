@@ -27,6 +27,8 @@ LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at
 _HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT buckets apart
 _DIALECT = "dialect"  # the label that sets SGLang's series apart
 VLLM, SGLANG = "vllm", "sglang"  # spec.engine's values
+# SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram's count
+_SGLANG_REQUESTS = ("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count")
 # SGLang's gauges, folded into vLLM's families (sgl-project/sglang docs/references/production_metrics.md)
 SGLANG_GAUGES = {
     "sglang:num_running_reqs": "vllm:num_requests_running",
@@ -42,75 +44,75 @@ def _sel(metric: str, matchers: str) -> str:
 def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) -> dict[str, str]:
     """The fixed query set, with a service's extra label matchers (spec.metrics.selector) if any.
     Saturation peaks over 1m (as WVA does), latency over 2m, rates over 1m. Each query reads vLLM's
-    names and SGLang's (`_sglang` tags those series dialect="sglang"; a pod exports one dialect), so
-    a mixed fleet still costs one query per family. `tpot` adds vLLM's per-request TPOT histogram to the
-    TTFT query: its buckets made that query the tick's slowest at 1000 services (PromQL 1.06 -> 1.29 s),
-    so the operator asks for it only while some service sets slo.tpotP95."""
-    m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
+    names and SGLang's (see `_either`), so a mixed fleet still costs one query per family. `tpot` adds
+    vLLM's per-request TPOT histogram to the TTFT query: its buckets made that query the tick's slowest at
+    1000 services (PromQL 1.06 -> 1.29 s), so the operator asks for it only while some service sets
+    slo.tpotP95."""
+    m = _matchers(selector)
     with_m = "," + m if m else ""
     vllm_gauges = "vllm:(num_requests_waiting|num_requests_running|kv_cache_usage_perc|gpu_cache_usage_perc)"
     sglang_gauges = f"sglang:({'|'.join(name.split(':')[1] for name in SGLANG_GAUGES)})"
 
-    def rate(metric: str, window: str = RATE_WINDOW) -> str:
-        return f"rate({_sel(metric, m)}[{window}])"
-
     def summed(*metrics: str, window: str = RATE_WINDOW, by: str = _BY) -> str:
-        # each alternative aggregated before `or`, so extra labels cannot make one pod count twice
-        return " or ".join(f"sum by ({by}) ({rate(metric, window)})" for metric in metrics)
+        return _summed(m, *metrics, window=window, by=by)
 
     lat, hist = LATENCY_WINDOW, f"{_BY}, le"
     per_request = summed("vllm:request_time_per_output_token_seconds_bucket", window=lat, by=hist)
     return {
-        "gauges": f'{{__name__=~"{vllm_gauges}"{with_m}}} or ' + _sglang(f'{{__name__=~"{sglang_gauges}"{with_m}}}'),
-        "kv_peak": f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
-        f"or max_over_time({_sel(_OLD_KV, m)}[1m])) or "
-        + _sglang(f"max by ({_BY}) (max_over_time({_sel('sglang:token_usage', m)}[1m]))"),
-        "sample_time": f"max by ({_BY}) (timestamp({_sel('vllm:num_requests_running', m)})) or "
-        + _sglang(f"max by ({_BY}) (timestamp({_sel('sglang:num_running_reqs', m)}))"),
+        "gauges": _either(f'{{__name__=~"{vllm_gauges}"{with_m}}}', f'{{__name__=~"{sglang_gauges}"{with_m}}}'),
+        "kv_peak": _either(
+            f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
+            f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
+            f"max by ({_BY}) (max_over_time({_sel('sglang:token_usage', m)}[1m]))",
+        ),
+        "sample_time": _either(
+            f"max by ({_BY}) (timestamp({_sel('vllm:num_requests_running', m)}))",
+            f"max by ({_BY}) (timestamp({_sel('sglang:num_running_reqs', m)}))",
+        ),
         # both latency histograms in one query: the per-request TPOT series carry histogram="tpot"
-        "ttft_buckets": summed("vllm:time_to_first_token_seconds_bucket", window=lat, by=hist)
-        + " or "
-        + _sglang(summed("sglang:time_to_first_token_seconds_bucket", window=lat, by=hist))
+        "ttft_buckets": _either(
+            summed("vllm:time_to_first_token_seconds_bucket", window=lat, by=hist),
+            summed("sglang:time_to_first_token_seconds_bucket", window=lat, by=hist),
+        )
         + (" or " + _label(per_request, _HISTOGRAM, _TPOT) if tpot else ""),
         # SGLang's older time_per_output_token histogram is not an ITL (a running mean per streamed chunk, or
         # e2e / tokens once for a non-streamed request, queue and prefill included): only inter_token_latency
-        "itl_sum": summed("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum", window=lat)
-        + " or "
-        + _sglang(summed("sglang:inter_token_latency_seconds_sum", window=lat)),
-        "itl_count": summed(
-            "vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count", window=lat
-        )
-        + " or "
-        + _sglang(summed("sglang:inter_token_latency_seconds_count", window=lat)),
-        # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram
-        "requests": summed("vllm:request_success_total")
-        + " or "
-        + _sglang(summed("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count")),
-        "prompt_tokens": summed("vllm:prompt_tokens_total") + " or " + _sglang(summed("sglang:prompt_tokens_total")),
-        "generation_tokens": summed("vllm:generation_tokens_total")
-        + " or "
-        + _sglang(summed("sglang:generation_tokens_total")),
+        "itl_sum": _either(
+            summed("vllm:inter_token_latency_seconds_sum", "vllm:time_per_output_token_seconds_sum", window=lat),
+            summed("sglang:inter_token_latency_seconds_sum", window=lat),
+        ),
+        "itl_count": _either(
+            summed("vllm:inter_token_latency_seconds_count", "vllm:time_per_output_token_seconds_count", window=lat),
+            summed("sglang:inter_token_latency_seconds_count", window=lat),
+        ),
+        "requests": _either(summed("vllm:request_success_total"), summed(*_SGLANG_REQUESTS)),
+        "prompt_tokens": _either(summed("vllm:prompt_tokens_total"), summed("sglang:prompt_tokens_total")),
+        "generation_tokens": _either(summed("vllm:generation_tokens_total"), summed("sglang:generation_tokens_total")),
     }
 
 
 def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
     """Request rate per (namespace, model_name, dialect): the forecaster's input, one range query per tick."""
-    m = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
-    by = "namespace, model_name"
+    m, by = _matchers(selector), "namespace, model_name"
+    return _either(_summed(m, "vllm:request_success_total", by=by), _summed(m, *_SGLANG_REQUESTS, by=by))
 
-    def summed(metric: str) -> str:
-        return f"sum by ({by}) (rate({_sel(metric, m)}[{RATE_WINDOW}]))"
 
-    sglang = summed("sglang:num_requests_total") + " or " + summed("sglang:e2e_request_latency_seconds_count")
-    return f"{summed('vllm:request_success_total')} or {_sglang(sglang)}"
+def _matchers(selector: Mapping[str, str] | None) -> str:
+    return ",".join(f'{k}="{_escape(v)}"' for k, v in sorted((selector or {}).items()))
+
+
+def _summed(m: str, *metrics: str, window: str = RATE_WINDOW, by: str = _BY) -> str:
+    # each alternative aggregated before `or`, so extra labels cannot make one pod count twice
+    return " or ".join(f"sum by ({by}) (rate({_sel(metric, m)}[{window}]))" for metric in metrics)
+
+
+def _either(vllm: str, sglang: str) -> str:
+    """vLLM's series as they are, SGLang's tagged dialect="sglang" (a pod exports one dialect)."""
+    return f"{vllm} or {_label(sglang, _DIALECT, SGLANG)}"
 
 
 def _label(expr: str, name: str, value: str) -> str:
     return f'label_replace({expr}, "{name}", "{value}", "", "")'
-
-
-def _sglang(expr: str) -> str:
-    return _label(expr, _DIALECT, SGLANG)
 
 
 def _escape(value: str) -> str:

@@ -133,14 +133,13 @@ def _signals(
             capped = signals.behind_pending(rec, current, obs.pending_replicas, need, ready)
             recs.append((capped, ratio.raw if capped is rec else capped.replicas))
     tpot_gate = is_loaded or signals.batching(obs.running, ready)
-    unloaded, idle = "that are not loaded", "that neither batch nor are loaded"
-    for reason, observed, slo, gate, name, why in (
-        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95, is_loaded, None, unloaded),
-        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean, is_loaded, None, unloaded),
-        (Reason.SLO_TPOT, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, None, idle),
+    for reason, observed, slo, gate, why in (
+        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95, is_loaded, signals.NOT_LOADED),
+        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean, is_loaded, signals.NOT_LOADED),
+        (Reason.SLO_TPOT, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, signals.NOT_BATCHING),
     ):
         if observed is not None and slo is not None:
-            latency = signals.slo(reason, observed, slo, ready, current, gate, name, why)
+            latency = signals.slo(reason, observed, slo, ready, current, gate, why)
             if isinstance(latency, Recommendation):
                 latency = signals.behind_pending(latency, current, obs.pending_replicas, need, ready)
                 recs.append((latency, latency.replicas))

@@ -240,6 +240,7 @@ def batching(running: float | None, ready: int) -> bool:
     return running is not None and ready >= 1 and running >= BATCHING_PER_REPLICA * ready
 
 
+NOT_LOADED, NOT_BATCHING = "that are not loaded", "that neither batch nor are loaded"
 SIGNAL_NAMES = {Reason.SLO_TTFT: "TTFT P95", Reason.SLO_ITL: "ITL mean", Reason.SLO_TPOT: "TPOT P95"}
 
 
@@ -250,8 +251,7 @@ def slo(
     ready: int,
     current: int,
     is_loaded: bool,
-    name: str | None = None,
-    idle: str = "that are not loaded",
+    idle: str = NOT_LOADED,
 ) -> Recommendation | str | None:
     """Latency above its SLO on loaded replicas asks for ready x observed/target replicas, at most
     doubling, and never fewer than `current` (no scale-down during a breach). When the SLO is met
@@ -259,8 +259,7 @@ def slo(
     replicas that are not loaded recommends nothing either and returns the sentence saying why."""
     if observed <= target or ready < 1:
         return None
-    name = name or SIGNAL_NAMES[signal]
-    breach = f"{name} {observed * 1000:.0f}ms > SLO {target * 1000:.0f}ms"
+    breach = f"{SIGNAL_NAMES[signal]} {observed * 1000:.0f}ms > SLO {target * 1000:.0f}ms"
     if not is_loaded:
         return f"{breach} on replicas {idle}: more replicas would not lower it"
     step = min(observed / target, MAX_STEP)
