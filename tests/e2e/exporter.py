@@ -61,37 +61,32 @@ class PodState:
                 self.tpot_buckets[i] += n
 
 
+def _gauge(name: str, lbl: str, value: float) -> list[str]:
+    return [f"# TYPE {name} gauge", f"{name}{{{lbl}}} {value}"]
+
+
+def _histogram(
+    name: str, lbl: str, bounds: tuple[float, ...], cumulative: list[float], count: float, total: float
+) -> list[str]:
+    lines = [f"# TYPE {name} histogram"]
+    lines += [f'{name}_bucket{{{lbl},le="{le}"}} {c}' for le, c in zip(bounds, cumulative, strict=True)]
+    lines += [f'{name}_bucket{{{lbl},le="+Inf"}} {count}', f"{name}_sum{{{lbl}}} {total}"]
+    return [*lines, f"{name}_count{{{lbl}}} {count}"]
+
+
 def render(model: str, v: Values, s: PodState) -> str:
     lbl = f'model_name="{model}",engine="0"'
     lines = [
-        "# TYPE vllm:num_requests_running gauge",
-        f"vllm:num_requests_running{{{lbl}}} {v.running}",
-        "# TYPE vllm:num_requests_waiting gauge",
-        f"vllm:num_requests_waiting{{{lbl}}} {v.waiting}",
-        "# TYPE vllm:kv_cache_usage_perc gauge",
-        f"vllm:kv_cache_usage_perc{{{lbl}}} {v.kv}",
+        *_gauge("vllm:num_requests_running", lbl, v.running),
+        *_gauge("vllm:num_requests_waiting", lbl, v.waiting),
+        *_gauge("vllm:kv_cache_usage_perc", lbl, v.kv),
         "# TYPE vllm:request_success_total counter",
         f'vllm:request_success_total{{{lbl},finished_reason="stop"}} {s.requests}',
-        "# TYPE vllm:time_to_first_token_seconds histogram",
-    ]
-    for le, c in zip(TTFT_BUCKETS, s.ttft_buckets, strict=True):
-        lines.append(f'vllm:time_to_first_token_seconds_bucket{{{lbl},le="{le}"}} {c}')
-    lines += [
-        f'vllm:time_to_first_token_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
-        f"vllm:time_to_first_token_seconds_sum{{{lbl}}} {s.ttft_sum}",
-        f"vllm:time_to_first_token_seconds_count{{{lbl}}} {s.requests}",
-        "# TYPE vllm:inter_token_latency_seconds histogram",
-        f'vllm:inter_token_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.itl_count}',
-        f"vllm:inter_token_latency_seconds_sum{{{lbl}}} {s.itl_sum}",
-        f"vllm:inter_token_latency_seconds_count{{{lbl}}} {s.itl_count}",
-        "# TYPE vllm:request_time_per_output_token_seconds histogram",
-    ]
-    for le, c in zip(TPOT_BUCKETS, s.tpot_buckets, strict=True):
-        lines.append(f'vllm:request_time_per_output_token_seconds_bucket{{{lbl},le="{le}"}} {c}')
-    lines += [
-        f'vllm:request_time_per_output_token_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
-        f"vllm:request_time_per_output_token_seconds_sum{{{lbl}}} {s.tpot_sum}",
-        f"vllm:request_time_per_output_token_seconds_count{{{lbl}}} {s.requests}",
+        *_histogram("vllm:time_to_first_token_seconds", lbl, TTFT_BUCKETS, s.ttft_buckets, s.requests, s.ttft_sum),
+        *_histogram("vllm:inter_token_latency_seconds", lbl, (), [], s.itl_count, s.itl_sum),
+        *_histogram(
+            "vllm:request_time_per_output_token_seconds", lbl, TPOT_BUCKETS, s.tpot_buckets, s.requests, s.tpot_sum
+        ),
     ]
     return "\n".join(lines) + "\n"
 
@@ -102,31 +97,15 @@ def render_sglang(model: str, v: Values, s: PodState) -> str:
     as current SGLang does: the operator must read them once."""
     lbl = f'model_name="{model}"'
     lines = [
-        "# TYPE sglang:num_running_reqs gauge",
-        f"sglang:num_running_reqs{{{lbl}}} {v.running}",
-        "# TYPE sglang:num_queue_reqs gauge",
-        f"sglang:num_queue_reqs{{{lbl}}} {v.waiting}",
-        "# TYPE sglang:token_usage gauge",
-        f"sglang:token_usage{{{lbl}}} {v.kv}",
+        *_gauge("sglang:num_running_reqs", lbl, v.running),
+        *_gauge("sglang:num_queue_reqs", lbl, v.waiting),
+        *_gauge("sglang:token_usage", lbl, v.kv),
         "# TYPE sglang:num_requests_total counter",
         f'sglang:num_requests_total{{{lbl},is_streaming="true"}} {s.requests / 2}',
         f'sglang:num_requests_total{{{lbl},is_streaming="false"}} {s.requests / 2}',
-        "# TYPE sglang:e2e_request_latency_seconds histogram",
-        f'sglang:e2e_request_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
-        f"sglang:e2e_request_latency_seconds_sum{{{lbl}}} {s.requests}",
-        f"sglang:e2e_request_latency_seconds_count{{{lbl}}} {s.requests}",
-        "# TYPE sglang:time_to_first_token_seconds histogram",
-    ]
-    for le, c in zip(TTFT_BUCKETS, s.ttft_buckets, strict=True):
-        lines.append(f'sglang:time_to_first_token_seconds_bucket{{{lbl},le="{le}"}} {c}')
-    lines += [
-        f'sglang:time_to_first_token_seconds_bucket{{{lbl},le="+Inf"}} {s.requests}',
-        f"sglang:time_to_first_token_seconds_sum{{{lbl}}} {s.ttft_sum}",
-        f"sglang:time_to_first_token_seconds_count{{{lbl}}} {s.requests}",
-        "# TYPE sglang:inter_token_latency_seconds histogram",
-        f'sglang:inter_token_latency_seconds_bucket{{{lbl},le="+Inf"}} {s.itl_count}',
-        f"sglang:inter_token_latency_seconds_sum{{{lbl}}} {s.itl_sum}",
-        f"sglang:inter_token_latency_seconds_count{{{lbl}}} {s.itl_count}",
+        *_histogram("sglang:e2e_request_latency_seconds", lbl, (), [], s.requests, s.requests),
+        *_histogram("sglang:time_to_first_token_seconds", lbl, TTFT_BUCKETS, s.ttft_buckets, s.requests, s.ttft_sum),
+        *_histogram("sglang:inter_token_latency_seconds", lbl, (), [], s.itl_count, s.itl_sum),
     ]
     return "\n".join(lines) + "\n"
 

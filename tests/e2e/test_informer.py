@@ -3,7 +3,6 @@ through /scale and deleted, and pods turning Ready, as the server streams them."
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable
 from functools import partial
@@ -12,17 +11,13 @@ from typing import Any
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.handlers.collector import slim
+from tests import polling
 from tests.e2e.cluster import Cluster
 from tests.e2e.test_stack import gpu_deployment
 
 
-async def until(check: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        await asyncio.sleep(0.2)
+async def until(check: Callable[[], bool], what: str) -> None:
+    await polling.until(check, what, timeout=60.0, interval=0.2)  # a real API server and its watch delays
 
 
 async def test_the_cache_follows_the_api_server(cluster: Cluster, namespace: str) -> None:

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from aiohttp import web
+from tests.polling import until
 from tests.unit.adapters.local_api import local_api
 
 from inferscale.adapters.informer import STALE_AFTER, Informer
@@ -60,14 +61,6 @@ async def server() -> AsyncIterator[tuple[Server, KubeApi]]:
         yield srv, kube
         for _ in srv.watches:  # end every watch still streaming, or the server waits for it at shutdown
             srv.events.put_nowait(None)
-
-
-async def until(check: Callable[[], bool], what: str) -> None:
-    for _ in range(500):
-        if check():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def names(informer: Informer) -> list[str] | None:
