@@ -11,6 +11,9 @@ from typing import Any
 Obj = Mapping[str, Any]
 # A GPU pod the scheduler cannot place for this long is a capacity problem, not a start-up delay.
 CAPACITY_BLOCKED_AFTER = 120.0
+# A pod's Ready time moves when its readiness probe flaps; a start this far past the typical one measures the
+# flap, not the start-up.
+FLAP_FACTOR = 2.0
 
 
 def parse_time(text: Any) -> float | None:
@@ -111,8 +114,15 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
 
 
 def measured_time_to_ready(samples: Sequence[float], previous: float | None) -> float | None:
-    """The median of the current pods' start-up times; the previous value when no pod is Ready."""
-    return statistics.median(samples) if samples else previous
+    """The slowest start-up among the current Ready pods, leaving out any more than FLAP_FACTOR times the
+    (low) median; the previous value when no pod is Ready.
+
+    The lead must cover the replica that starts slowly: a lead at the typical start lets the load arrive
+    before half of the new replicas do."""
+    if not samples:
+        return previous
+    bound = FLAP_FACTOR * statistics.median_low(samples)
+    return max(s for s in samples if s <= bound)
 
 
 def conflicting_autoscalers(

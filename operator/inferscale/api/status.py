@@ -73,7 +73,11 @@ class TimeToReady(BaseModel):
 
     model_config = STATUS_CONFIG
 
-    measured: str | None = Field(default=None, description="Measured time-to-ready (duration).")
+    measured: str | None = Field(
+        default=None,
+        description="Slowest creation-to-Ready among the current Ready pods, leaving out starts over twice "
+        "the median (a readiness flap); the lead (duration).",
+    )
     samples: int | None = Field(default=None, description="Pods measured.")
 
 

@@ -2,7 +2,13 @@
 
 import dataclasses
 
-from inferscale.adapters.workload import conflicting_autoscalers, parse_time, selector_matches, target_state
+from inferscale.adapters.workload import (
+    conflicting_autoscalers,
+    measured_time_to_ready,
+    parse_time,
+    selector_matches,
+    target_state,
+)
 from inferscale.api.convert import observed_lengths
 from inferscale.handlers.reconcile import managed_deployment
 from inferscale.handlers.status import (
@@ -80,6 +86,15 @@ def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
     ts = target_state(dep, pods, now=1e10)
     assert ts.ready_pods == frozenset({"a"}) and ts.pending == 1 and ts.replicas == 3
     assert ts.time_to_ready == (90.0,)
+
+
+def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> None:
+    assert measured_time_to_ready((26.0, 31.0, 40.0), None) == 40.0
+    # a pod Ready since yesterday whose probe flapped an hour ago "started" in 25 hours
+    assert measured_time_to_ready((30.0, 90_000.0), None) == 30.0
+    assert measured_time_to_ready((20.0, 40.0), None) == 40.0  # exactly twice the typical start still counts
+    assert measured_time_to_ready((), 37.0) == 37.0 and measured_time_to_ready((), None) is None
+    assert measured_time_to_ready((0.0, 0.0, 5.0), None) == 0.0
 
 
 def test_unschedulable_gpu_pods_become_capacity_blocked_after_the_timeout() -> None:

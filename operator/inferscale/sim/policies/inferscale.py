@@ -41,7 +41,7 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
             "scaleTargetRef": {"name": "simulated"},
             "replicas": {"min": max(ctx.min_replicas, 1), "max": ctx.max_replicas},
             "slo": slo,
-            "warmup": {"timeToReady": _duration(ctx.time_to_ready)},
+            "warmup": {"timeToReady": _duration(ctx.time_to_ready_max or ctx.time_to_ready)},
         }
     )
 

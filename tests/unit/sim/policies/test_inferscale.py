@@ -49,6 +49,10 @@ def test_policy_is_the_operators_conversion_of_the_context() -> None:
     assert p.capacity_prior_rps == pytest.approx(typical)
 
 
+def test_the_lead_is_the_top_of_the_time_to_ready_range_as_the_operator_measures_it() -> None:
+    assert Inferscale(make_ctx(time_to_ready=240.0, time_to_ready_max=270.0)).policy.time_to_ready_prior == 270.0
+
+
 def test_returns_what_scaling_decide_returns() -> None:
     ctx = make_ctx()
     policy = Inferscale(ctx)
