@@ -17,7 +17,7 @@ import pytest
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
 from tests.e2e.operator_proc import OperatorProcess
-from tests.e2e.test_stack import gpu_deployment
+from tests.e2e.test_stack import gpu_deployment, pods, ts
 
 TICK = 5.0
 SCRAPE = 5.0
@@ -343,3 +343,36 @@ def test_j_an_sglang_server_is_read_in_its_own_metric_names(cluster: Cluster, na
         op.stop()
         exporter.stop()
     op.assert_no_tracebacks()
+
+
+def test_k_the_lead_is_the_slowest_start_the_operator_measured_on_the_targets_pods(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # Starts spread over 10-18 s (plus scheduling): none is over twice another, so none reads as a flap.
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 3, 1, "10s", "18s"))
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    try:
+        exporter.set(kv=0.3, waiting=0, running=2)
+        spec = service("llm", replicas={"min": 3, "max": 8}, warmup={"timeToReady": "3m"})
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=spec)
+        operator.start()
+        eventually(lambda: len(exporter.pods) == 3, 60, "3 Ready pods")
+
+        def starts() -> list[float]:
+            out = []
+            for p in pods(cluster, namespace, "llm"):
+                ready = next(c for c in p["status"]["conditions"] if c["type"] == "Ready")
+                out.append((ts(ready["lastTransitionTime"]) - ts(p["metadata"]["creationTimestamp"])).total_seconds())
+            return out
+
+        slowest = f"{max(starts()):.0f}s"
+        st = eventually(
+            lambda: (s := status(cluster, namespace)).get("timeToReady", {}).get("measured") == slowest and s,
+            60,
+            f"status.timeToReady.measured == {slowest} (the slowest of {sorted(starts())})",
+        )
+        assert st["timeToReady"]["samples"] == 3
+        # the measured start replaces the spec's 3m prior as the forecast's horizon
+        assert st["forecast"]["horizon"] == slowest
+    finally:
+        exporter.stop()

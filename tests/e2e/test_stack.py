@@ -17,8 +17,13 @@ import pytest
 from tests.e2e.cluster import Cluster, eventually
 
 
-def gpu_deployment(name: str, replicas: int, gpus: int, ready_delay: str | None = None) -> str:
+def gpu_deployment(
+    name: str, replicas: int, gpus: int, ready_delay: str | None = None, ready_jitter: str | None = None
+) -> str:
+    """Pods Ready after `ready_delay`, or uniformly between it and `ready_jitter` (kwok's stage annotations)."""
     annotations = {"pod-ready.stage.kwok.x-k8s.io/delay": ready_delay} if ready_delay else {}
+    if ready_jitter:
+        annotations["pod-ready.stage.kwok.x-k8s.io/jitter-delay"] = ready_jitter
     return json.dumps(
         {
             "apiVersion": "apps/v1",
