@@ -76,6 +76,16 @@ def build_plan(
 
     mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype)
     profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype)
+    if input_tokens is not None and output_tokens is not None:
+        length = input_tokens + output_tokens
+        if length > profile.kv_capacity_tokens:
+            # vLLM refuses to start when max_model_len exceeds the KV cache: no SLO can be met
+            raise PlanInputError(
+                f"a request of {input_tokens:,} + {output_tokens:,} tokens does not fit in one replica's KV cache "
+                f"({profile.kv_capacity_tokens:,} tokens for {profile.model} on {profile.tp}x {profile.gpu} at "
+                f"--gpu-memory-utilization {gpu_memory_utilization:g}); raise --tp, use a larger --gpu, or "
+                "shorten the requests"
+            )
     price = gpu_price if gpu_price is not None else gpu_spec(gpu).price_per_hour
     replica_cost = price * profile.gpus
     plan: dict[str, Any] = {

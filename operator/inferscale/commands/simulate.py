@@ -18,9 +18,9 @@ from inferscale.perf import PerfError
 from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import curve_tables, run_fluid
-from inferscale.sim.plots import plot_timelines
+from inferscale.sim.plots import plot_formats, plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
-from inferscale.sim.run import RunResult, parallel, run_policy
+from inferscale.sim.run import RunConfig, RunResult, parallel, run_policy
 from inferscale.sim.scenario import (
     DEFAULT_TIME_TO_READY,
     FluidPrepared,
@@ -30,7 +30,7 @@ from inferscale.sim.scenario import (
     prepare,
     prepare_fluid,
 )
-from inferscale.sim.traces import TRACE_FORMATS, TraceError
+from inferscale.sim.traces import TRACE_FORMATS, TraceError, detect_format
 
 MODES = ("auto", "request", "fluid")
 REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
@@ -66,6 +66,50 @@ def _positive(option: str, value: float) -> None:
         raise SimulateInputError(f"{option} must be a positive number, got {value}")
 
 
+def _check_output(option: str, path: Path) -> None:
+    """Fail before the replay, not after it: a long replay's results would be lost."""
+    folder = path.parent
+    if path.is_dir():
+        raise SimulateInputError(f"{option} {path}: is a directory; give a file name")
+    if not folder.exists():
+        raise SimulateInputError(f"{option} {path}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise SimulateInputError(f"{option} {path}: {folder} is not a folder")
+    # Opening is the only reliable test: os.access says yes to root where writing fails (/proc, a read-only mount).
+    existed = path.exists()
+    try:
+        with path.open("a" if existed else "x"):
+            pass
+    except OSError as e:
+        raise SimulateInputError(f"{option} {path}: cannot write there: {e.strerror or e}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
+
+
+def _span(prepared: Prepared | FluidPrepared) -> float:
+    """Seconds replayed, on the scaled axis."""
+    return prepared.duration if isinstance(prepared, FluidPrepared) else prepared.workload.duration
+
+
+def _too_short_warning(span: float, cfg: RunConfig) -> str | None:
+    """Why a replay this short cannot tell the policies apart, or None when it can."""
+    warmup, ttr = format_duration(cfg.warmup), format_duration(cfg.time_to_ready.high)
+    ready_by = cfg.warmup + cfg.time_to_ready.high
+    if span >= ready_by:
+        return None
+    if span <= cfg.warmup:
+        why = f"is no longer than the policies' {warmup} warm-up: no policy can act"
+    else:
+        why = (
+            f"is shorter than the {warmup} warm-up plus the {ttr} top of --time-to-ready: "
+            "a replica a policy orders may not be Ready before it ends"
+        )
+    return (
+        f"warning: the replay ({format_duration(span)}) {why}, so the policies' results cannot show a real "
+        f"difference; replay at least {format_duration(ready_by)} to compare them"
+    )
+
+
 def build_scenario(
     trace: Path,
     fmt: str | None,
@@ -82,10 +126,14 @@ def build_scenario(
     seed: int,
     slo_tpot: str | None = None,
 ) -> Scenario:
+    if trace.is_dir():
+        raise SimulateInputError(f"--trace {trace}: is a directory, not a trace file")
     if not trace.is_file():
         raise SimulateInputError(f"--trace {trace}: no such file")
-    if fmt is not None and fmt not in TRACE_FORMATS:
+    if fmt is not None and fmt.lower() not in TRACE_FORMATS:
         raise SimulateInputError(f"--format {fmt!r} is not known; known: {', '.join(TRACE_FORMATS)}")
+    if seed < 0:
+        raise SimulateInputError(f"--seed must be an integer >= 0, got {seed}")
     _positive("--rate-scale", rate_scale)
     _positive("--time-scale", time_scale)
     if tp < 1:
@@ -96,7 +144,8 @@ def build_scenario(
         raise SimulateInputError(f"--time-to-ready: {e}") from None
     return Scenario(
         trace=trace,
-        fmt=fmt,
+        # Detected here rather than in the loaders so the JSON records the format that was used.
+        fmt=fmt.lower() if fmt is not None else detect_format(trace),
         rate_scale=rate_scale,
         time_scale=time_scale,
         duration=_duration("--duration", duration) if duration is not None else None,
@@ -116,14 +165,14 @@ def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) ->
     """The JSON document: the scenario and each policy's scores."""
     scenario = prepared.scenario.describe()
     if isinstance(prepared, FluidPrepared):
-        mode, requests, span = "fluid", round(prepared.expected_requests), prepared.duration
+        mode, requests = "fluid", round(prepared.expected_requests)
     else:
-        mode, requests, span = "request", len(prepared.workload), prepared.workload.duration
+        mode, requests = "request", len(prepared.workload)
     scenario.update(
         {
             "mode": mode,
             "requests": requests,
-            "duration_s": span,
+            "duration_s": _span(prepared),
             "gpus_per_replica": prepared.profile.gpus,
             "initial_replicas": prepared.run_config.initial_replicas,
             "max_replicas": prepared.context.max_replicas,
@@ -198,7 +247,12 @@ def simulate(
     seed: Annotated[int, typer.Option("--seed", help="Seed for request generation and time-to-ready.")] = 0,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
-    workers: Annotated[int, typer.Option("--workers", help="Processes running policies in parallel.")] = 0,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers", help="Processes running policies in parallel; 0: one per policy, up to the number of cores."
+        ),
+    ] = 0,
     mode: Annotated[
         str,
         typer.Option(
@@ -211,10 +265,24 @@ def simulate(
     """Replay a trace against scaling policies on simulated vLLM fleets and compare SLO attainment and cost."""
     err = Console(stderr=True)
     try:
-        names = list(dict.fromkeys(policy or POLICY_NAMES))
+        names = list(policy or POLICY_NAMES)
         unknown = [n for n in names if n not in POLICY_NAMES]
         if unknown:
             raise SimulateInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
+        repeated = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+        if repeated:
+            raise SimulateInputError(f"--policy {', '.join(repeated)} is given more than once")
+        if workers < 0:
+            raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the cores), got {workers}")
+        if json_out is not None:
+            _check_output("--json", json_out)
+        if plot is not None:
+            formats = sorted(plot_formats())
+            if plot.suffix and plot.suffix[1:].lower() not in formats:
+                raise SimulateInputError(
+                    f"--plot {plot}: cannot write a {plot.suffix} image; use .png or one of {', '.join(formats)}"
+                )
+            _check_output("--plot", plot)
         scenario = build_scenario(
             trace,
             fmt,
@@ -239,7 +307,11 @@ def simulate(
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
 
-    n_workers = workers if workers > 0 else min(len(names), os.cpu_count() or 1)
+    warning = _too_short_warning(_span(prepared), prepared.run_config)
+    if warning is not None:
+        print(warning, file=sys.stderr)
+    # A process per policy at most: more would be forked copies of the workload with nothing to run.
+    n_workers = min(workers or os.cpu_count() or 1, len(names))
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -270,8 +342,21 @@ def simulate(
         out = Console(width=120)  # a pipe or a file: do not squeeze the table into 80 columns
     out.print(_table(results, scenario.slo_ttft))
     doc = report(prepared, results)
+    # Checked up front, but a full disk or a folder removed meanwhile can still fail a write: keep the
+    # other output and say which one is missing.
+    failed = False
     if json_out is not None:
-        json_out.write_text(json.dumps(doc, indent=2) + "\n")
+        try:
+            json_out.write_text(json.dumps(doc, indent=2) + "\n")
+        except OSError as e:
+            print(f"error: --json {json_out}: cannot write the results: {e.strerror or e}", file=sys.stderr)
+            failed = True
     if plot is not None:
         title = f"{scenario.trace.stem}: {scenario.model} on {scenario.gpu}, TTR {scenario.time_to_ready}"
-        plot_timelines(plot, {n: r.timeline for n, r in results.items()}, scenario.slo_ttft, title)
+        try:
+            plot_timelines(plot, {n: r.timeline for n, r in results.items()}, scenario.slo_ttft, title)
+        except OSError as e:
+            print(f"error: --plot {plot}: cannot write the plot: {e.strerror or e}", file=sys.stderr)
+            failed = True
+    if failed:
+        raise typer.Exit(1)

@@ -10,6 +10,11 @@ from matplotlib.figure import Figure
 from inferscale.sim.run import Timeline
 
 
+def plot_formats() -> frozenset[str]:
+    """File suffixes (without the dot) `plot_timelines` can write: matplotlib picks the format from it."""
+    return frozenset(Figure().canvas.get_supported_filetypes())
+
+
 def plot_timelines(path: Path, timelines: Mapping[str, Timeline], slo_ttft: float, title: str) -> None:
     """Three stacked panels sharing the time axis (hours); writes a PNG to `path`."""
     fig = Figure(figsize=(11, 9))  # no pyplot: no global backend state, safe in worker processes
@@ -31,5 +36,6 @@ def plot_timelines(path: Path, timelines: Mapping[str, Timeline], slo_ttft: floa
     ttft_ax.set_ylabel("observed TTFT P95 (s)")
     ttft_ax.set_xlabel("time (h)")
     fig.tight_layout()
+    # The benchmark writes into an --img folder it does not create; `simulate` rejects a missing one up front.
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

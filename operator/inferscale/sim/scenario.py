@@ -20,7 +20,7 @@ from inferscale.sim.policies import PolicyContext, make_policy
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.requests import Trace
 from inferscale.sim.run import RunConfig, Workload
-from inferscale.sim.traces import RatePoint, load_rate_curve, load_request_arrays
+from inferscale.sim.traces import RatePoint, detect_format, load_rate_curve, load_request_arrays
 
 DEFAULT_TIME_TO_READY = "210s-270s"  # BLIS: 240 ± 30 s from replica creation to serving
 MAX_OVER_PEAK = 3
@@ -110,12 +110,20 @@ class FluidPrepared:
 def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     """The scaled rate curve (ServeGen's own windows, request traces binned per minute), its duration
     and the number of requests it stands for, without generating them."""
-    curve = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, window=60.0)
+    # The whole curve, then the cut: a duration inside the first ServeGen window leaves one point, which
+    # does not tell the window's length (it is not the 60 s bin of a request trace).
+    whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0)
+    if len(whole) > 1:
+        step = whole[1].t - whole[0].t
+    else:  # a ServeGen file of one window: the loader's 10 minutes
+        step = 600.0 / s.time_scale if (s.fmt or detect_format(s.trace)) == "servegen" else 60.0
+    end = whole[-1].t + step if whole else 0.0
+    duration = end if s.duration is None else min(s.duration, end)
+    curve = [p for p in whole if p.t < duration]
     if not curve:
         raise ValueError(f"{s.trace}: no traffic in the selected window; nothing to simulate")
-    step = curve[1].t - curve[0].t if len(curve) > 1 else 60.0
-    duration = curve[-1].t + step if s.duration is None else min(s.duration, curve[-1].t + step)
-    return curve, duration, sum(p.rate * step for p in curve)
+    # a window the duration cuts counts only up to the cut
+    return curve, duration, sum(p.rate * (min(p.t + step, duration) - p.t) for p in curve)
 
 
 def prepare_fluid(s: Scenario) -> FluidPrepared:

@@ -54,6 +54,8 @@ OUTPUT_SIGMA = 0.5
 COPY_JITTER = 10.0
 
 _TIMESTAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)$")
+# Longest excerpt of a line quoted in an error: a Mooncake line read as CSV is thousands of characters.
+QUOTE_LIMIT = 80
 
 
 class TraceError(ValueError):
@@ -96,8 +98,8 @@ def detect_format(path: Path) -> str:
     if first.startswith("{"):
         return "mooncake"
     raise TraceError(
-        f"{path}:1: cannot tell the trace format from the first line {first[:60]!r}; "
-        f"pass fmt as one of {', '.join(TRACE_FORMATS)}"
+        f"{path}:1: cannot tell the trace format from the first line {_quote(first)}; "
+        f"pass --format as one of {', '.join(TRACE_FORMATS)}"
     )
 
 
@@ -281,13 +283,15 @@ def _read_azure(path: Path) -> tuple[list[float], list[int], list[int]]:
         reader = csv.reader(f)
         header = next(reader, None)
         if header is None or tuple(h.strip() for h in header[:3]) != AZURE_HEADER:
-            raise TraceError(f"{path}:1: expected header {','.join(AZURE_HEADER)}, got {header}")
+            raise TraceError(
+                f"{path}:1: expected header {','.join(AZURE_HEADER)}, got {_quote(','.join(header or []))}"
+            )
         for row in reader:
             line = reader.line_num
             if not row:
                 continue
             if len(row) < 3:
-                raise TraceError(f"{path}:{line}: expected 3 columns, got {len(row)}: {row}")
+                raise TraceError(f"{path}:{line}: expected 3 columns, got {len(row)}: {_quote(','.join(row))}")
             m = _TIMESTAMP.match(row[0].strip())
             if m is None:
                 raise TraceError(f"{path}:{line}: TIMESTAMP {row[0]!r} is not 'YYYY-MM-DD HH:MM:SS[.fraction]'")
@@ -445,7 +449,8 @@ def _empty() -> RequestArrays:
 @contextmanager
 def _open(path: Path) -> Iterator[TextIO]:
     try:
-        f = path.open(encoding="utf-8", newline="")
+        # utf-8-sig drops the byte-order mark Excel and Notepad put before a CSV's header.
+        f = path.open(encoding="utf-8-sig", newline="")
     except FileNotFoundError:
         raise TraceError(f"{path}: no such trace file") from None
     except OSError as e:
@@ -457,6 +462,10 @@ def _open(path: Path) -> Iterator[TextIO]:
             raise TraceError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
         except csv.Error as e:
             raise TraceError(f"{path}: malformed CSV: {e}") from None
+
+
+def _quote(text: str) -> str:
+    return repr(text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…")
 
 
 def _first_line(path: Path) -> str:

@@ -89,6 +89,10 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
         ([*BASE, "--rps", "0", "--input-tokens", "1", "--output-tokens", "1"], "--rps must be a positive"),
         ([*BASE, "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization must be in (0, 1]"),
         ([*BASE, "--dtype", "int4"], "known: bf16, fp16, fp8"),
+        (
+            [*BASE, "--rps", "1", "--input-tokens", "500000", "--output-tokens", "100"],
+            "a request of 500,000 + 100 tokens does not fit in one replica's KV cache (444,304 tokens",
+        ),
     ],
 )
 def test_bad_input_is_a_message_and_exit_code_2(args: list[str], message: str) -> None:

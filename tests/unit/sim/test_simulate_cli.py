@@ -1,12 +1,17 @@
 from __future__ import annotations
 
+import errno
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+import inferscale.commands.simulate as simulate_cmd
 from inferscale.cli import app
+from inferscale.sim.run import RunResult, parallel
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
@@ -31,13 +36,15 @@ def invoke(*args: str) -> tuple[int, str, str]:
 def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     png = tmp_path / "r.png"
-    code, stdout, _ = invoke(
+    code, stdout, stderr = invoke(
         "--trace", str(azure_trace), "--policy", "static-peak", "--policy", "oracle", "--time-to-ready", "60s",
         "--json", str(out), "--plot", str(png), "--workers", "1",
     )  # fmt: skip
     assert code == 0, stdout
+    assert "warning" not in stderr  # 10 minutes outlast the 2-minute warm-up plus 60 s to Ready
     doc = json.loads(out.read_text())
     assert doc["scenario"]["requests"] == 1200 and doc["scenario"]["time_to_ready"] == "60s"
+    assert doc["scenario"]["format"] == "azure"  # detected, and recorded as such
     assert list(doc["policies"]) == ["static-peak", "oracle"]
     keys = {"slo_attainment", "gpu_hours", "ttft_p95_s", "ttft_p99_s", "itl_mean_s", "scale_actions", "requests"}
     for scores in doc["policies"].values():
@@ -60,6 +67,9 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--rate-scale", "0"], "--rate-scale"),
         (["--format", "parquet"], "--format"),
         (["--mode", "fast"], "--mode"),
+        (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+        (["--workers", "-3"], "--workers must be >= 0"),
+        (["--policy", "keda-queue", "--policy", "oracle", "--policy", "keda-queue"], "--policy keda-queue is given"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(azure_trace: Path, args: list[str], message: str) -> None:
@@ -75,6 +85,110 @@ def test_unparsable_or_missing_trace_exits_2(tmp_path: Path) -> None:
     assert code == 2 and "bad.csv" in stderr and "Traceback" not in stderr
     code, _, stderr = invoke("--trace", str(tmp_path / "nope.csv"))
     assert code == 2 and "no such file" in stderr
+    code, _, stderr = invoke("--trace", str(tmp_path))
+    assert code == 2 and "is a directory" in stderr
+    code, _, stderr = invoke("--trace", str(bad))
+    assert "--format" in stderr  # the option to pass, not the loader's parameter
+
+
+def test_format_is_case_insensitive(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--format", "AZURE", "--policy", "static-peak", "--json", str(out)
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert json.loads(out.read_text())["scenario"]["format"] == "azure"
+
+
+@pytest.fixture
+def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*_args: object, **_kwargs: object) -> dict[str, RunResult]:
+        raise AssertionError("the replay ran")
+
+    monkeypatch.setattr(simulate_cmd, "parallel", fail)
+
+
+@pytest.mark.parametrize(
+    ("option", "target", "message"),
+    [
+        ("--json", "missing/r.json", "folder {tmp}/missing does not exist"),
+        ("--json", "azure.csv/r.json", "{tmp}/azure.csv is not a folder"),
+        ("--json", ".", "is a directory"),
+        ("--json", "/proc/r.json", "cannot write there"),
+        ("--plot", "missing/r.png", "folder {tmp}/missing does not exist"),
+        ("--plot", "/proc/r.png", "cannot write there"),
+        ("--plot", "r.txt", "cannot write a .txt image"),
+    ],
+)
+@pytest.mark.usefixtures("no_replay")
+def test_unusable_output_paths_exit_2_before_the_replay(
+    azure_trace: Path, tmp_path: Path, option: str, target: str, message: str
+) -> None:
+    code, _, stderr = invoke("--trace", str(azure_trace), option, str(tmp_path / target))
+    assert code == 2, stderr
+    assert f"error: {option} " in stderr and message.format(tmp=tmp_path) in stderr and "Traceback" not in stderr
+    assert not (tmp_path / "missing").exists()  # neither output creates folders
+
+
+def test_checking_an_output_path_leaves_no_file_behind(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, _, stderr = invoke("--trace", str(azure_trace), "--json", str(out), "--model", "gpt-17")
+    assert code == 2 and "gpt-17" in stderr
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("broken", ["--json", "--plot"])
+def test_a_failed_write_is_one_line_and_the_other_output_is_still_written(
+    azure_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    def disk_full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if broken == "--json":
+        monkeypatch.setattr(Path, "write_text", disk_full)
+    else:
+        monkeypatch.setattr(simulate_cmd, "plot_timelines", disk_full)
+    out, png = tmp_path / "r.json", tmp_path / "r.png"
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--policy", "static-peak", "--json", str(out), "--plot", str(png)
+    )  # fmt: skip
+    assert code == 1
+    assert f"error: {broken} " in stderr and "No space left on device" in stderr and "Traceback" not in stderr
+    if broken == "--json":
+        assert png.read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert json.loads(out.read_text())["policies"]["static-peak"]["requests"] == 1200
+
+
+def test_the_process_pool_is_no_larger_than_the_policies(azure_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sizes: list[int] = []
+
+    def recording(names: list[str], job: Callable[[str], RunResult], workers: int, **kw: Any) -> dict[str, RunResult]:
+        sizes.append(workers)
+        return parallel(names, job, 1, **kw)
+
+    monkeypatch.setattr(simulate_cmd, "parallel", recording)
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--policy", "static-peak", "--policy", "oracle", "--workers", "64"
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert sizes == [2]
+
+
+@pytest.mark.parametrize(
+    ("duration", "message"),
+    [
+        ("2m", "no policy can act"),
+        ("5m", "warm-up plus the 4m30s top of --time-to-ready"),
+    ],
+)
+def test_a_replay_too_short_for_any_policy_to_matter_warns_but_runs(
+    azure_trace: Path, duration: str, message: str
+) -> None:
+    code, stdout, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--duration", duration)
+    assert code == 0 and "static-peak" in stdout
+    warnings = [line for line in stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and message in warnings[0] and "at least 6m30s" in warnings[0]
 
 
 def test_fluid_mode_replays_the_rate_curve_with_the_same_json(azure_trace: Path, tmp_path: Path) -> None:

@@ -251,6 +251,36 @@ def test_missing_file_and_binary_file(tmp_path: Path) -> None:
         load_trace(binary)
 
 
+def test_format_messages_name_the_option_and_quote_little_of_the_line(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="pass --format as one of azure, mooncake, servegen"):
+        load_trace(write(tmp_path, "t.txt", "hello world\n"))
+    ids = ", ".join(str(i) for i in range(500))
+    mooncake = write(
+        tmp_path, "t.jsonl", f'{{"timestamp": 0, "input_length": 1, "output_length": 1, "hash_ids": [{ids}]}}\n'
+    )
+    with pytest.raises(TraceError) as err:
+        load_trace(mooncake, fmt="azure")
+    got = str(err.value).split(", got ", 1)[1]
+    assert got.startswith('\'{"timestamp": 0') and got.endswith("…'") and len(got) <= 82
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "fmt"),
+    [
+        ("a.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,10,5\n", "azure"),
+        ("m.jsonl", '{"timestamp": 0, "input_length": 10, "output_length": 5}\n', "mooncake"),
+        ("s.csv", SERVEGEN_HEADER + "0,1,1,10,5,1\n", "servegen"),
+    ],
+)
+def test_a_leading_byte_order_mark_is_ignored(tmp_path: Path, name: str, text: str, fmt: str) -> None:
+    path = tmp_path / name
+    path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # what Excel writes in front of a UTF-8 CSV
+    assert detect_format(path) == fmt
+    for given in (None, fmt):
+        curve = load_rate_curve(path, given)
+        assert curve and curve[0].mean_input == 10
+
+
 def test_bad_arguments(tmp_path: Path) -> None:
     path = write(tmp_path, "t.jsonl", '{"timestamp": 0, "input_length": 1, "output_length": 1}\n')
     with pytest.raises(TraceError, match="rate_scale"):

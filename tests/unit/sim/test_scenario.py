@@ -1,0 +1,39 @@
+"""The fluid scenario's span and request count, which the CLI reports and `--mode auto` compares."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from inferscale.sim.scenario import Scenario, expected_requests
+
+HEADER = "window_start_s,total_rate_rps,active_clients,mean_input_tokens,mean_output_tokens\n"
+
+
+def servegen(tmp_path: Path, rates: list[float]) -> Path:
+    p = tmp_path / "sg.csv"
+    p.write_text(HEADER + "".join(f"{600 * i},{r},1,100,20\n" for i, r in enumerate(rates)))
+    return p
+
+
+def test_a_duration_inside_the_first_window_keeps_that_duration(tmp_path: Path) -> None:
+    # one point is left after the cut: its length is ServeGen's 10 minutes, not a 60 s bin
+    curve, duration, total = expected_requests(Scenario(servegen(tmp_path, [10.0, 20.0]), duration=300.0))
+    assert len(curve) == 1 and duration == 300.0 and total == pytest.approx(3000.0)
+
+
+def test_a_cut_window_counts_only_up_to_the_cut(tmp_path: Path) -> None:
+    curve, duration, total = expected_requests(Scenario(servegen(tmp_path, [10.0, 20.0, 30.0]), duration=660.0))
+    assert duration == 660.0 and [p.t for p in curve] == [0.0, 600.0]
+    assert total == pytest.approx(10.0 * 600 + 20.0 * 60)
+
+
+def test_a_single_window_file_lasts_ten_minutes_on_the_scaled_axis(tmp_path: Path) -> None:
+    _, duration, total = expected_requests(Scenario(servegen(tmp_path, [5.0]), time_scale=2.0))
+    assert duration == 300.0 and total == pytest.approx(1500.0)
+
+
+def test_no_duration_replays_every_window(tmp_path: Path) -> None:
+    _, duration, total = expected_requests(Scenario(servegen(tmp_path, [10.0, 20.0])))
+    assert duration == 1200.0 and total == pytest.approx(18000.0)
