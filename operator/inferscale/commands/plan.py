@@ -69,6 +69,8 @@ def build_plan(
         raise PlanInputError(f"--input-tokens must be at least 1, got {input_tokens}")
     if output_tokens is not None and output_tokens < 1:
         raise PlanInputError(f"--output-tokens must be at least 1, got {output_tokens}")
+    if not 0.0 < gpu_memory_utilization <= 1.0:  # NaN fails too
+        raise PlanInputError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     _positive("--rps", rps)
     _positive("--gpu-price", gpu_price)
     ttft, itl = _slo("--slo-ttft", slo_ttft), _slo("--slo-itl", slo_itl)

@@ -206,7 +206,7 @@ def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:
         table.add_row(
             name,
             f"{100 * s.slo_attainment:.2f}%",
-            f"{s.gpu_hours:.1f}",
+            f"{s.gpu_hours:.1f}" if s.gpu_hours >= 10 else f"{s.gpu_hours:.3g}",  # a short replay is not 0.0
             ratio,
             str(s.scale_actions),
             format_duration(s.ttft_p95_s),

@@ -87,7 +87,8 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
         ([*BASE, "--input-tokens", "10"], "give both --input-tokens and --output-tokens"),
         ([*BASE, *LOAD, "--gpu-price", "-1"], "--gpu-price must be a positive number"),
         ([*BASE, "--rps", "0", "--input-tokens", "1", "--output-tokens", "1"], "--rps must be a positive"),
-        ([*BASE, "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization must be in (0, 1]"),
+        ([*BASE, "--gpu-memory-utilization", "1.5"], "--gpu-memory-utilization must be in (0, 1], got 1.5"),
+        ([*BASE, "--gpu-memory-utilization", "nan"], "--gpu-memory-utilization must be in (0, 1], got nan"),
         ([*BASE, "--dtype", "int4"], "known: bf16, fp16, fp8"),
         (
             [*BASE, "--rps", "1", "--input-tokens", "500000", "--output-tokens", "100"],

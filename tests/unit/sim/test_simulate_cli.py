@@ -7,11 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 from typer.testing import CliRunner
 
 import inferscale.commands.simulate as simulate_cmd
 from inferscale.cli import app
-from inferscale.sim.run import RunResult, parallel
+from inferscale.sim.run import RunResult, Timeline, parallel
+from inferscale.sim.scores import Scores
 
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
@@ -211,3 +213,13 @@ def test_the_per_request_tpot_slo_reaches_inferscales_spec(azure_trace: Path, tm
     )  # fmt: skip
     assert code == 0, stdout
     assert json.loads(out.read_text())["scenario"]["slo_tpot_p95_s"] == pytest.approx(0.04)
+
+
+def test_the_table_shows_a_short_replays_gpu_hours_rather_than_zero() -> None:
+    def result(name: str, gpu_hours: float) -> RunResult:
+        return RunResult(name, Scores(0.99, gpu_hours, 0.1, 0.2, 0.02, 1, 100, 0), Timeline(), 0.1)
+
+    console = Console(width=160, record=True)
+    console.print(simulate_cmd._table({"a": result("a", 0.0333), "b": result("b", 6140.82)}, 0.5))
+    text = console.export_text()
+    assert "0.0333" in text and "6140.8" in text
