@@ -11,9 +11,7 @@ from inferscale.cli import app
 
 runner = CliRunner()
 AZURE = (
-    "TIMESTAMP,ContextTokens,GeneratedTokens\n"
-    "2023-11-16 18:15:46.6805900,374,44\n"
-    "2023-11-16 18:15:50.9951690,396,109\n"
+    "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.6805900,374,44\n2023-11-16 18:15:50.9951690,396,109\n"
 )
 
 
