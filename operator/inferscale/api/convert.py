@@ -89,7 +89,9 @@ def observed_lengths(obs: Observation) -> tuple[float, float] | None:
     rate, prompt, gen = obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate
     if not rate or rate <= 0 or prompt is None or gen is None or prompt <= 0 or gen <= 0:
         return None
-    return float(f"{prompt / rate:.2g}"), float(f"{gen / rate:.2g}")
+    # Every finished request has a prompt token and a generated one; a ratio below 1 is rate() jitter or
+    # aborted requests, and the perf model refuses a length below 1.
+    return max(float(f"{prompt / rate:.2g}"), 1.0), max(float(f"{gen / rate:.2g}"), 1.0)
 
 
 def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Policy:
@@ -99,5 +101,10 @@ def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Po
     lengths = observed_lengths(obs)
     if lengths is None or model.profile is None:
         return policy
-    fitted = capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05, *lengths)
+    try:
+        fitted = capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05, *lengths)
+    except InvalidSpec:
+        # The spec's own profile was validated with the typical lengths; lengths the engines report that
+        # the model cannot take leave the spec's prior in place rather than stopping this service's tick.
+        return policy
     return replace(policy, capacity_prior_rps=fitted or policy.capacity_prior_rps)

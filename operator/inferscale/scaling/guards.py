@@ -42,8 +42,10 @@ def scale_up_limit(rule: ScaleRule, events: Sequence[ScaleEvent], current: int, 
         limits.append(start + rule.max_change_pods)
     if rule.max_change_percent is not None:
         limits.append(ceil_count(start * (1 + rule.max_change_percent / 100.0)))
-    # A percentage of zero replicas is zero: never let that block the first replica.
-    return max(*limits, 1)
+    # A percentage of zero replicas is zero: never let that block the first replica. Never below
+    # `current` either (as HPA clamps it): when spec.replicas was changed behind the operator's back the
+    # period's start reads low, and a limit below `current` would turn a scale-up into a scale-down.
+    return max(*limits, 1, current)
 
 
 def scale_down_limit(rule: ScaleRule, events: Sequence[ScaleEvent], current: int, now: float) -> int | None:
@@ -57,7 +59,8 @@ def scale_down_limit(rule: ScaleRule, events: Sequence[ScaleEvent], current: int
         limits.append(start - rule.max_change_pods)
     if rule.max_change_percent is not None:
         limits.append(math.floor(start * (1 - rule.max_change_percent / 100.0) + EPSILON))
-    return max(min(limits), 0)
+    # never above `current`: a scale-down limit must not turn a scale-down into a scale-up
+    return min(max(min(limits), 0), current)
 
 
 def describe_rule(rule: ScaleRule) -> str:
@@ -93,7 +96,7 @@ def consolidation_floor(load: Load, target_kv: float, target_waiting: float, cur
     if load.waiting is not None:
         n = ceil_count(load.waiting / target_waiting)
         needs.append((n, f"{n} replicas keep waiting <= {target_waiting:g} each"))
-    if load.request_rate is not None and load.capacity_rps is not None:
+    if load.request_rate is not None and load.capacity_rps is not None and load.capacity_rps > 0:
         n = ceil_count(load.request_rate / load.capacity_rps)
         needs.append((n, f"{n} replicas carry {load.request_rate:.2f} req/s"))
     return max(needs) if needs else None

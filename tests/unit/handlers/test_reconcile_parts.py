@@ -9,7 +9,8 @@ from inferscale.adapters.workload import (
     selector_matches,
     target_state,
 )
-from inferscale.api.convert import observed_lengths
+from inferscale.api.convert import observed_lengths, with_observed_prior
+from inferscale.api.spec import ModelRef
 from inferscale.handlers.reconcile import managed_deployment
 from inferscale.handlers.status import (
     Condition,
@@ -65,6 +66,12 @@ def test_observed_lengths_need_every_rate() -> None:
     assert observed_lengths(obs) == (1200.0, 210.0)
     for missing in ({"request_rate": None}, {"request_rate": 0.0}, {"prompt_token_rate": None}):
         assert observed_lengths(Observation(**{**obs.__dict__, **missing})) is None
+    # fewer generated tokens than finished requests (aborts, rate() jitter): a length of 1, not 0.95,
+    # which the perf model refuses and which stopped the service's tick
+    jitter = Observation(**{**obs.__dict__, "generation_token_rate": 9.5})
+    assert observed_lengths(jitter) == (1200.0, 1.0)
+    model = ModelRef.model_validate({"name": "m", "profile": "llama-3.1-8b", "gpu": "h100-80gb"})
+    assert (with_observed_prior(Policy(1, 4), model, jitter).capacity_prior_rps or 0) > 0
 
 
 def pod(name: str, ready: bool, created: str, became: str | None = None, **extra: object) -> dict[str, object]:

@@ -59,6 +59,20 @@ def test_limits_count_from_the_start_of_the_period_using_recorded_events() -> No
     assert scale_down_limit(down, events, current=4, now=30.0) == 4
 
 
+def test_a_limit_never_reverses_the_direction_when_replicas_changed_behind_the_operator() -> None:
+    # the operator scaled 10 -> 20 five seconds ago; spec.replicas now reads 12 (kubectl scale, GitOps)
+    up = ScaleRule(0.0, 100.0, 4, 15.0)
+    assert scale_up_limit(up, (ScaleEvent(95.0, 10, 20, "TTFTAboveSLO"),), current=12, now=100.0) == 12
+    # the operator scaled 10 -> 5 thirty seconds ago; spec.replicas now reads 3
+    down = ScaleRule(0.0, 50.0, None, 60.0)
+    assert scale_down_limit(down, (ScaleEvent(70.0, 10, 5, "KVCacheSaturation"),), current=3, now=100.0) == 3
+
+
+def test_a_zero_capacity_asks_nothing_of_consolidation() -> None:
+    load = Load(kv_total=None, kv_peak=None, waiting=None, request_rate=10.0, capacity_rps=0.0)
+    assert consolidation_floor(load, 0.8, 4.0, current=3) is None
+
+
 def test_first_replica_is_never_blocked_by_a_percentage() -> None:
     assert scale_up_limit(ScaleRule(0.0, 100.0, None, 60.0), (), current=0, now=0.0) == 1
 
