@@ -14,6 +14,16 @@ CAPACITY_BLOCKED_AFTER = 120.0
 # A pod's Ready time moves when its readiness probe flaps; a start this far past the typical one measures the
 # flap, not the start-up.
 FLAP_FACTOR = 2.0
+# No model load takes this long: a pod Ready this late after its creation restarted or lost readiness on the
+# way (the filter above cannot tell when it is the only pod, or half of them flapped).
+MAX_START = 3600.0
+
+
+def restarts(pod_status: Mapping[str, Any]) -> int:
+    """Container restarts of a pod, from its status or the collector's slim copy of it."""
+    if "restarts" in pod_status:
+        return int(pod_status.get("restarts") or 0)
+    return sum(int(c.get("restartCount") or 0) for c in pod_status.get("containerStatuses") or [])
 
 
 def parse_time(text: Any) -> float | None:
@@ -91,7 +101,9 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
                 parse_time(meta.get("creationTimestamp")),
                 parse_time(ready_cond.get("lastTransitionTime")),
             )
-            if created is not None and became is not None and became >= created:
+            # a restarted container's Ready time is its restart's, not the start-up's
+            fresh = not restarts(pod.get("status") or {})
+            if fresh and created is not None and became is not None and 0 <= became - created <= MAX_START:
                 ttr.append(became - created)
             continue
         pending += 1

@@ -75,8 +75,8 @@ class TimeToReady(BaseModel):
 
     measured: str | None = Field(
         default=None,
-        description="Slowest creation-to-Ready among the current Ready pods, leaving out starts over twice "
-        "the median (a readiness flap); the lead (duration).",
+        description="Slowest creation-to-Ready among the current Ready pods, leaving out restarted pods and "
+        "starts over twice the median or over an hour (a readiness flap); the lead (duration).",
     )
     samples: int | None = Field(default=None, description="Pods measured.")
 

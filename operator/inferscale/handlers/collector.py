@@ -21,7 +21,7 @@ from typing import Any
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
-from inferscale.adapters.workload import parse_time
+from inferscale.adapters.workload import parse_time, restarts
 from inferscale.handlers import metrics
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
@@ -58,7 +58,11 @@ def slim(obj: Obj, plural: str) -> Obj:
         status = obj.get("status") or {}
         return {
             "metadata": {k: meta[k] for k in _POD_META if k in meta},
-            "status": {"phase": status.get("phase"), "conditions": status.get("conditions")},
+            "status": {
+                "phase": status.get("phase"),
+                "conditions": status.get("conditions"),
+                "restarts": restarts(status),
+            },
         }
     meta = {k: v for k, v in meta.items() if k != "managedFields"}
     if _LAST_APPLIED in (meta.get("annotations") or {}):

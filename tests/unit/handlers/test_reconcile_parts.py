@@ -11,6 +11,7 @@ from inferscale.adapters.workload import (
 )
 from inferscale.api.convert import observed_lengths, with_observed_prior
 from inferscale.api.spec import ModelRef
+from inferscale.handlers.collector import slim
 from inferscale.handlers.reconcile import managed_deployment
 from inferscale.handlers.status import (
     Condition,
@@ -102,6 +103,21 @@ def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> 
     assert measured_time_to_ready((20.0, 40.0), None) == 40.0  # exactly twice the typical start still counts
     assert measured_time_to_ready((), 37.0) == 37.0 and measured_time_to_ready((), None) is None
     assert measured_time_to_ready((0.0, 0.0, 5.0), None) == 0.0
+
+
+def test_a_restarted_pod_or_a_ready_time_hours_after_creation_is_not_a_start() -> None:
+    dep = {"spec": {"replicas": 3, "selector": {"matchLabels": {"app": "x"}}}}
+    restarted = pod("b", True, "2026-01-01T00:00:00Z", "2026-01-04T00:00:00Z")
+    restarted["status"]["containerStatuses"] = [{"name": "vllm", "restartCount": 1}]  # type: ignore[index]
+    pods = [
+        pod("a", True, "2026-01-01T00:00:00Z", "2026-01-01T00:03:00Z"),
+        restarted,
+        pod("c", True, "2026-01-01T00:00:00Z", "2026-01-03T00:00:00Z"),  # readiness lost and regained
+    ]
+    assert target_state(dep, pods, now=1e10).time_to_ready == (180.0,)
+    # the collector's slim copy keeps the count
+    assert slim(restarted, "pods")["status"]["restarts"] == 1
+    assert target_state(dep, [slim(restarted, "pods")], now=1e10).time_to_ready == ()
 
 
 def test_unschedulable_gpu_pods_become_capacity_blocked_after_the_timeout() -> None:
