@@ -326,16 +326,24 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     advisory = spec.mode == "Advisory"
     acted = False
     if decision.changed and not advisory:
+        patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
+        version = (deployment.get("metadata") or {}).get("resourceVersion")
+        if version:
+            # The decision starts from the watch cache's count; if the Deployment moved since (our own
+            # last write not yet seen, a kubectl scale), the server refuses and the next tick decides again.
+            patch["metadata"] = {"resourceVersion": version}
         try:
-            await rt.kube.merge_patch(
-                f"/apis/apps/v1/namespaces/{ns}/deployments/{target}/scale", {"spec": {"replicas": decision.replicas}}
-            )
+            await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{target}/scale", patch)
             acted = True
         except KubeError as e:
-            metrics.KUBE_ERRORS.labels("scale").inc()
-            await post_event(
-                rt, body, "Warning", "ScaleFailed", f"could not scale {target} to {decision.replicas}: {e}", now
-            )
+            if e.status == 409 and version:
+                metrics.KUBE_ERRORS.labels("scale_conflict").inc()
+                rt.logger.info("%s/%s: Deployment %s changed since the cache read it; deciding again", ns, name, target)
+            else:
+                metrics.KUBE_ERRORS.labels("scale").inc()
+                await post_event(
+                    rt, body, "Warning", "ScaleFailed", f"could not scale {target} to {decision.replicas}: {e}", now
+                )
     new_state = decision.state if acted else _unrecorded(decision, now)
 
     await _write(rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted)

@@ -131,12 +131,26 @@ async def test_a_failing_api_never_raises_out_of_reconcile() -> None:
 
 
 async def test_a_refused_scale_write_is_not_recorded_as_a_scale_event() -> None:
-    kube = FakeKube(fail={"/scale": 409})
+    kube = FakeKube(fail={"/scale": 500})
     spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
     await reconcile(runtime(kube), tick(), svc(spec))
     status = kube.statuses()[-1]
     assert status["scaler"]["scaleEvents"] == [] and "lastScaleTime" not in status
     assert any(e["reason"] == "ScaleFailed" for e in kube.events())
+
+
+async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_started_from() -> None:
+    # a 409 means the Deployment moved since the cache read it (our own last write not yet seen, a
+    # kubectl scale): nothing is recorded and no warning is posted; the next tick decides again
+    kube = FakeKube(fail={"/scale": 409})
+    versioned = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "resourceVersion": "42"}}
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(deployments={("ns", "llm"): versioned}), svc(spec))
+    (patch,) = [b for m, p, b in kube.calls if m == "PATCH" and p.endswith("/scale")]
+    assert patch == {"spec": {"replicas": 3}, "metadata": {"resourceVersion": "42"}}
+    status = kube.statuses()[-1]
+    assert status["scaler"]["scaleEvents"] == [] and "lastScaleTime" not in status
+    assert not any(e["reason"] == "ScaleFailed" for e in kube.events())
 
 
 async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
