@@ -143,7 +143,9 @@ class Collector:
         self.interval = interval
         self.clock = clock
         self.log = logger or logging.getLogger("inferscale.collector")
-        self.history: dict[tuple[str, str], deque[tuple[float, float]]] = {}
+        # per (selector group, namespace, model): two services that serve one model name on separate
+        # fleets (told apart by spec.metrics.selector) each forecast their own traffic
+        self.history: dict[tuple[Selector, str, str], deque[tuple[float, float]]] = {}
         self._history_until: dict[Selector, float] = {}
         self.last_success: float | None = None
         self.tpot = False  # some service sets slo.tpotP95: the TTFT query also reads per-request TPOT
@@ -228,7 +230,7 @@ class Collector:
             self.log.warning("rate history query failed: %s", e)
             return
         for key, points in series.items():
-            buf = self.history.setdefault(key, deque(maxlen=int(HISTORY_SPAN / HISTORY_STEP) + 2))
+            buf = self.history.setdefault((sel, *key), deque(maxlen=int(HISTORY_SPAN / HISTORY_STEP) + 2))
             last = buf[-1][0] if buf else float("-inf")
             buf.extend(p for p in points if p[0] > last)
         self._history_until[sel] = now

@@ -56,7 +56,7 @@ SERVICE_LABEL = "inferscale.dev/inferenceservice"
 class Runtime:
     kube: KubeApi
     default_interval: float
-    history: Mapping[tuple[str, str], Any]
+    history: Mapping[tuple[tuple[tuple[str, str], ...], str, str], Any]  # (selector, namespace, model)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
@@ -207,8 +207,8 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
     ]
 
 
-def _history(rt: Runtime, ns: str, model: str) -> list[RateSample]:
-    return [RateSample(t, v) for t, v in rt.history.get((ns, model), ())]
+def _history(rt: Runtime, selector: Mapping[str, str], ns: str, model: str) -> list[RateSample]:
+    return [RateSample(t, v) for t, v in rt.history.get((tuple(sorted(selector.items())), ns, model), ())]
 
 
 def _unrecorded(decision: Decision, now: float) -> ScalerState:
@@ -321,7 +321,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
     policy = with_observed_prior(policy, spec.model, obs)
-    decision = decide(obs, policy, state, now, _history(rt, ns, spec.model.name))
+    decision = decide(obs, policy, state, now, _history(rt, spec.metrics.selector, ns, spec.model.name))
 
     advisory = spec.mode == "Advisory"
     acted = False

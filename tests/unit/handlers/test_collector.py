@@ -29,8 +29,12 @@ class Prom:
         self.snapshots.append((selector, tpot))
         return FleetSnapshot(now, {}, frozenset())
 
-    async def rate_history(self, *args: Any) -> dict[tuple[str, str], list[tuple[float, float]]]:
-        return {}
+    async def rate_history(
+        self, start: float, end: float, step: float, selector: dict[str, str]
+    ) -> dict[tuple[str, str], list[tuple[float, float]]]:
+        # each fleet of model m in ns serves its own rate: 10 req/s on pool a, 90 on pool b, 100 together
+        rate = {"a": 10.0, "b": 90.0}.get(selector.get("pool", ""), 100.0)
+        return {("ns", "m"): [(end, rate)]}
 
 
 def test_the_per_request_tpot_histogram_is_only_in_the_query_when_asked_for() -> None:
@@ -57,3 +61,15 @@ async def test_the_tick_reads_per_request_tpot_from_the_first_tick_a_service_set
     await collector.refresh()
     await collector.refresh()
     assert prom.snapshots == [({}, True), ({}, False)]  # dropped from the tick after the last one left
+
+
+async def test_services_told_apart_by_their_selector_forecast_from_their_own_rate_history() -> None:
+    kube, prom = Kube(), Prom()
+    collector = Collector(kube, prom, ["ns"], 15.0)  # type: ignore[arg-type]
+    pools = [service("a"), service("b")]
+    for svc, pool in zip(pools, "ab", strict=True):
+        svc["spec"]["metrics"] = {"selector": {"pool": pool}}
+    kube.services = pools
+    await collector.refresh()
+    last = {key: buf[-1][1] for key, buf in collector.history.items()}
+    assert last == {((("pool", "a"),), "ns", "m"): 10.0, ((("pool", "b"),), "ns", "m"): 90.0}

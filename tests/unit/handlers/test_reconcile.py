@@ -153,6 +153,16 @@ async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_sta
     assert not any(e["reason"] == "ScaleFailed" for e in kube.events())
 
 
+async def test_a_service_forecasts_from_the_history_of_its_own_selector_group() -> None:
+    kube = FakeKube()
+    series = [(NOW - 600.0 + 60.0 * i, 10.0) for i in range(10)]
+    rt = Runtime(kube=kube, default_interval=10.0, history={((("pool", "a"),), "ns", "m"): series})  # type: ignore[arg-type]
+    mine = await reconcile(rt, tick(), svc({**GOOD, "metrics": {"selector": {"pool": "a"}}}))
+    assert mine is not None and mine.forecast_rps == pytest.approx(10.0)
+    other = await reconcile(runtime(kube), tick(), svc({**GOOD, "metrics": {"selector": {"pool": "b"}}}))
+    assert other is not None and other.forecast_rps is None
+
+
 async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
     kube = FakeKube()
     hpa = {
