@@ -41,6 +41,12 @@ def _added(histograms: Iterable[dict[float, float]]) -> dict[float, float]:
     return out
 
 
+def _failed_query(snapshot: FleetSnapshot, name: str, consequence: str) -> str:
+    why = f"the Prometheus query {name} failed, so {consequence}"
+    errors = [e for e in snapshot.errors if e.startswith(f"{name}:")]
+    return why + (f" ({errors[0]})" if errors else "")
+
+
 def observe(
     snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float, engine: str = VLLM
 ) -> tuple[Observation, str]:
@@ -79,7 +85,16 @@ def observe(
         if others:
             why += f"; they export {' and '.join(_DIALECT_NAMES.get(d, d) for d in others)} metrics: set spec.engine"
         return replace(base, state=MetricsState.MISSING), why
+    if "sample_time" in snapshot.failed:
+        # The gauges' age is known only from sample_time: without it, the gauges Prometheus still
+        # returns from its lookback could be minutes old, and deciding on them as fresh could scale down.
+        return replace(base, state=MetricsState.STALE), _failed_query(
+            snapshot, "sample_time", "the age of the gauges is unknown"
+        )
     if not fresh:
+        if "gauges" in snapshot.failed:
+            why = _failed_query(snapshot, "gauges", "KV cache and queue are unknown")
+            return replace(base, state=MetricsState.STALE, newest_sample_at=newest), why
         age = snapshot.at - newest if newest is not None else float("nan")
         return (
             replace(base, state=MetricsState.STALE, newest_sample_at=newest),

@@ -11,8 +11,12 @@ run began, which makes a window at most one tick longer, never shorter.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import TypeVar
 
 from inferscale.scaling.types import ScaleEvent, TimedReplicas
+
+_Dated = TypeVar("_Dated", TimedReplicas, ScaleEvent)
 
 KEEP_EVENTS = 20  # scale events kept for status history beyond what the rate limits need
 
@@ -38,24 +42,35 @@ def stabilize(
 
 def as_points(runs: Sequence[TimedReplicas], now: float) -> list[TimedReplicas]:
     """A run-length record as the per-tick record `stabilize` reads: each run is dated when the next
-    run began (the last it could have been recommended), the current run now."""
+    run began (the last it could have been recommended), the current run now. A date after `now` (a
+    skewed clock, a hand edit) is read as `now`: left in the future it would sit in every window for as
+    long as it stays there, holding scale-ups; dropped, it would shorten the scale-down window."""
     ends = [r.at for r in runs[1:]] + [now]
-    return [TimedReplicas(max(end, r.at), r.replicas) for r, end in zip(runs, ends, strict=True)]
+    return [TimedReplicas(min(max(end, r.at), now), r.replicas) for r, end in zip(runs, ends, strict=True)]
 
 
 def prune_recommendations(history: Sequence[TimedReplicas], now: float, keep: float) -> tuple[TimedReplicas, ...]:
     """The run-length record of `history` (time-ordered) that can still matter to a window of `keep`
     seconds: repeats fold into the run they continue, runs that ended before the window are dropped.
-    Entries from a clock that went back are kept a window long too: dropping them would shorten the window."""
+    A run dated after `now` is stored as begun `now`, so it lasts one window from the tick that first
+    read it, as a recommendation made now would, instead of for as long as its date stays ahead."""
     runs: list[TimedReplicas] = []
-    for r in history:
+    for r in _until(history, now):
         if not runs or runs[-1].replicas != r.replicas:
             runs.append(r)
     ends = [r.at for r in runs[1:]] + [float("inf")]
-    return tuple(r for r, end in zip(runs, ends, strict=True) if end > now - keep and r.at <= now + keep)
+    return tuple(r for r, end in zip(runs, ends, strict=True) if end > now - keep)
 
 
 def prune_events(events: Sequence[ScaleEvent], now: float, keep: float) -> tuple[ScaleEvent, ...]:
-    """Events inside the longest rate-limit period, and at least the last `KEEP_EVENTS`."""
+    """Events inside the longest rate-limit period, and at least the last `KEEP_EVENTS`. An event dated
+    after `now` counts in every rate-limit period while it stays ahead; stored as happened `now`, it
+    limits one period, as an event now would, and then ages out."""
+    events = _until(events, now)
     first_recent = len(events) - KEEP_EVENTS
     return tuple(e for i, e in enumerate(events) if i >= first_recent or now - keep < e.at)
+
+
+def _until(items: Sequence[_Dated], now: float) -> list[_Dated]:
+    # A time-ordered record stays time-ordered: every date after `now` becomes `now`.
+    return [replace(item, at=now) if item.at > now else item for item in items]

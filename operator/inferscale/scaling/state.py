@@ -1,9 +1,12 @@
 """`ScalerState` <-> the `status.scaler` object the operator stores on the InferenceService.
 
-The dict is JSON-safe (times are float seconds, counts are ints, absent values are omitted) and
-round-trips exactly. Reading is tolerant: status is written by older versions, edited by hand,
-or pruned by the API server, so an entry that does not parse is dropped and the rest is kept;
-reading never raises.
+The dict is JSON-safe (times are float seconds, counts are ints) and round-trips exactly. An absent
+optional value is written as None (JSON null), never omitted: status is written with a JSON merge
+patch (RFC 7386), which keeps every key the patch leaves out, so an omitted value that became
+unknown would survive in status and be read back as current; null is what deletes it.
+
+Reading is tolerant: status is written by older versions, edited by hand, or pruned by the API
+server, so an entry that does not parse is dropped and the rest is kept; reading never raises.
 """
 
 from __future__ import annotations
@@ -14,27 +17,34 @@ from typing import Any
 
 from inferscale.scaling.types import CapacityLow, LastTick, ScaleEvent, ScalerState, TimedReplicas
 
+# The learned capacity is a divisor of the demand, so a stored 0, a subnormal or an absurd figure
+# (a hand edit, an older version) would raise ZeroDivisionError or overflow in the decision. Such a
+# value is read as absent: learning then starts over from the prior, which never shrinks the fleet.
+# No replica serves fewer than one request in ~12 days (1e-6/s) or a billion per second (1e9/s);
+# a figure outside that is garbage, not a measurement.
+MIN_CAPACITY_RPS, MAX_CAPACITY_RPS = 1e-6, 1e9
+# The factor on the prior is learned within capacity.PRIOR_SPAN (4x) of it; 1000x either way is
+# far outside anything learned and still keeps prior x factor finite and non-zero.
+MIN_CAPACITY_FACTOR, MAX_CAPACITY_FACTOR = 1e-3, 1e3
+
 
 def state_to_status(state: ScalerState) -> dict[str, Any]:
-    out: dict[str, Any] = {
+    low = state.capacity_low
+    return {
         "recommendations": [{"at": r.at, "replicas": r.replicas} for r in state.recommendations if _time(r.at)],
         "scaleEvents": [
             {"at": e.at, "from": e.from_replicas, "to": e.to_replicas, "reason": e.reason}
             for e in state.scale_events
             if _time(e.at)
         ],
+        "timeToReady": _non_negative(state.time_to_ready),
+        "capacityRps": _capacity_rps(state.capacity_rps),
+        "capacityFactor": _capacity_factor(state.capacity_factor),
+        "lastTick": _last_tick_to_status(state.last_tick) if state.last_tick is not None else None,
+        "capacityLow": (
+            _capacity_low_to_status(low) if low is not None and _time(low.since) and _known(low.low) else None
+        ),
     }
-    if _known(state.time_to_ready):
-        out["timeToReady"] = state.time_to_ready
-    if _known(state.capacity_rps):
-        out["capacityRps"] = state.capacity_rps
-    if _known(state.capacity_factor):
-        out["capacityFactor"] = state.capacity_factor
-    if state.last_tick is not None:
-        out["lastTick"] = _last_tick_to_status(state.last_tick)
-    if state.capacity_low is not None and _time(state.capacity_low.since) and _known(state.capacity_low.low):
-        out["capacityLow"] = _capacity_low_to_status(state.capacity_low)
-    return out
 
 
 def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
@@ -57,18 +67,15 @@ def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
         recommendations=tuple(sorted(recs, key=lambda r: r.at)),
         scale_events=tuple(sorted(events, key=lambda e: e.at)),
         time_to_ready=_non_negative(obj.get("timeToReady")),
-        capacity_rps=_non_negative(obj.get("capacityRps")),
-        capacity_factor=_non_negative(obj.get("capacityFactor")),
+        capacity_rps=_capacity_rps(obj.get("capacityRps")),
+        capacity_factor=_capacity_factor(obj.get("capacityFactor")),
         last_tick=_last_tick_from_status(obj.get("lastTick")),
         capacity_low=_capacity_low_from_status(obj.get("capacityLow")),
     )
 
 
 def _capacity_low_to_status(low: CapacityLow) -> dict[str, Any]:
-    out: dict[str, Any] = {"since": low.since, "low": low.low}
-    if _known(low.before):
-        out["before"] = low.before
-    return out
+    return {"since": low.since, "low": low.low, "before": _non_negative(low.before)}
 
 
 def _capacity_low_from_status(value: object) -> CapacityLow | None:
@@ -81,12 +88,13 @@ def _capacity_low_from_status(value: object) -> CapacityLow | None:
 
 
 def _last_tick_to_status(last: LastTick) -> dict[str, Any]:
-    out: dict[str, Any] = {"at": last.at, "ready": last.ready, "readySince": last.ready_since}
-    if _known(last.waiting):
-        out["waiting"] = last.waiting
-    if _time(last.backlog_since):
-        out["backlogSince"] = last.backlog_since
-    return out
+    return {
+        "at": last.at,
+        "ready": last.ready,
+        "readySince": last.ready_since,
+        "waiting": _non_negative(last.waiting),
+        "backlogSince": last.backlog_since if _time(last.backlog_since) else None,
+    }
 
 
 def _last_tick_from_status(value: object) -> LastTick | None:
@@ -126,6 +134,19 @@ def _non_negative(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
         return float(value)
     return None
+
+
+def _capacity_rps(value: object) -> float | None:
+    return _within(value, MIN_CAPACITY_RPS, MAX_CAPACITY_RPS)
+
+
+def _capacity_factor(value: object) -> float | None:
+    return _within(value, MIN_CAPACITY_FACTOR, MAX_CAPACITY_FACTOR)
+
+
+def _within(value: object, low: float, high: float) -> float | None:
+    number = _non_negative(value)
+    return number if number is not None and low <= number <= high else None
 
 
 def _count(value: object) -> bool:

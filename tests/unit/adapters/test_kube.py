@@ -57,7 +57,7 @@ async def test_a_list_is_read_in_pages_and_each_page_slimmed(api: tuple[KubeApi,
     assert len(seen) == 3 and all(q["limit"] == str(LIST_PAGE) for q in seen)
     assert items[0] == {
         "metadata": {"name": "p0", "namespace": "ns", "labels": {"app": "llm"}},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "restarts": 0},
     }
 
 

@@ -18,6 +18,7 @@ from inferscale.scaling import (
     state_from_status,
     state_to_status,
 )
+from inferscale.scaling.state import MAX_CAPACITY_FACTOR, MAX_CAPACITY_RPS, MIN_CAPACITY_FACTOR, MIN_CAPACITY_RPS
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 states = st.builds(
@@ -29,8 +30,8 @@ states = st.builds(
         st.builds(ScaleEvent, finite, st.integers(0, 1000), st.integers(0, 1000), st.text(max_size=20))
     ).map(lambda xs: tuple(sorted(xs, key=lambda e: e.at))),
     time_to_ready=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
-    capacity_rps=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
-    capacity_factor=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e3)),
+    capacity_rps=st.one_of(st.none(), st.floats(min_value=MIN_CAPACITY_RPS, max_value=MAX_CAPACITY_RPS)),
+    capacity_factor=st.one_of(st.none(), st.floats(min_value=MIN_CAPACITY_FACTOR, max_value=MAX_CAPACITY_FACTOR)),
     last_tick=st.one_of(
         st.none(),
         st.builds(
@@ -70,6 +71,11 @@ def test_status_shape() -> None:
         "recommendations": [{"at": 10.0, "replicas": 3}],
         "scaleEvents": [{"at": 10.0, "from": 2, "to": 3, "reason": "KVCacheSaturation"}],
         "timeToReady": 95.5,
+        # null, not omitted: the status merge patch deletes a null key and keeps an omitted one
+        "capacityRps": None,
+        "capacityFactor": None,
+        "lastTick": None,
+        "capacityLow": None,
     }
     learned = state_to_status(ScalerState(capacity_rps=40.5, capacity_factor=0.9))
     assert learned["capacityRps"] == 40.5 and learned["capacityFactor"] == 0.9
@@ -109,7 +115,7 @@ def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
     assert status["lastTick"] == {"at": 30.0, "ready": 4, "readySince": 10.0, "waiting": 12.5, "backlogSince": 20.0}
     assert state_from_status(json.loads(json.dumps(status))) == state
     unknown_queue = ScalerState(last_tick=LastTick(30.0, 4, 10.0, None))
-    assert "waiting" not in state_to_status(unknown_queue)["lastTick"]
+    assert state_to_status(unknown_queue)["lastTick"]["waiting"] is None
     assert state_from_status(state_to_status(unknown_queue)) == unknown_queue
     for bad in ({"at": 1.0, "ready": -1, "readySince": 0.0}, {"at": "x", "ready": 1, "readySince": 0.0}, [1]):
         assert state_from_status({"lastTick": bad}).last_tick is None
@@ -120,7 +126,7 @@ def test_capacity_low_round_trips_and_a_bad_one_is_dropped() -> None:
     status = state_to_status(state)
     assert status["capacityLow"] == {"since": 120.0, "low": 27.5, "before": 30.25}
     assert state_from_status(json.loads(json.dumps(status))) == state
-    assert "before" not in state_to_status(ScalerState(capacity_low=CapacityLow(120.0, 27.5)))["capacityLow"]
+    assert state_to_status(ScalerState(capacity_low=CapacityLow(120.0, 27.5)))["capacityLow"]["before"] is None
     for bad in ({"since": 1.0, "low": -1.0}, {"since": "x", "low": 1.0}, {"low": 1.0}, [1]):
         assert state_from_status({"capacityLow": bad}).capacity_low is None
     assert state_from_status({"capacityLow": {"since": 1.0, "low": 2.0, "before": "x"}}).capacity_low == CapacityLow(
