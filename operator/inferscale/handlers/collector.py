@@ -38,11 +38,16 @@ CACHED = ("deployments", "pods")  # followed by watches
 Obj = dict[str, Any]
 
 
+def as_selector(matchers: Mapping[str, Any]) -> Selector:
+    """Extra PromQL label matchers as a hashable key: services that share one share the tick's queries
+    and the rate history."""
+    return tuple(sorted((str(k), str(v)) for k, v in matchers.items()))
+
+
 def selector_key(service: Obj) -> Selector:
-    """A service's extra PromQL label matchers (spec.metrics.selector) as a hashable key: services that
-    share one share the tick's queries."""
+    """A service's spec.metrics.selector as a key (`as_selector`), from its raw object."""
     selector = ((service.get("spec") or {}).get("metrics") or {}).get("selector") or {}
-    return tuple(sorted((str(k), str(v)) for k, v in selector.items())) if isinstance(selector, dict) else ()
+    return as_selector(selector) if isinstance(selector, dict) else ()
 
 
 _POD_META = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
@@ -116,8 +121,9 @@ class Tick:
         return self.pods.get(namespace, [])
 
     def snapshot_for(self, selector: Mapping[str, str]) -> FleetSnapshot:
-        key = tuple(sorted(selector.items()))
-        return self.fleet.get(key) or FleetSnapshot(self.at, {}, frozenset(QUERIES), ("not queried yet",))
+        return self.fleet.get(as_selector(selector)) or FleetSnapshot(
+            self.at, {}, frozenset(QUERIES), ("not queried yet",)
+        )
 
 
 def wants_tpot(services: list[Obj]) -> bool:

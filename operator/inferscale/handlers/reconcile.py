@@ -28,7 +28,7 @@ from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
-from inferscale.handlers.collector import Tick
+from inferscale.handlers.collector import Selector, Tick, as_selector
 from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.status import (
     Condition,
@@ -56,7 +56,7 @@ SERVICE_LABEL = "inferscale.dev/inferenceservice"
 class Runtime:
     kube: KubeApi
     default_interval: float
-    history: Mapping[tuple[tuple[tuple[str, str], ...], str, str], Any]  # (selector, namespace, model)
+    history: Mapping[tuple[Selector, str, str], Any]  # (selector group, namespace, model)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
@@ -208,7 +208,7 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
 
 
 def _history(rt: Runtime, selector: Mapping[str, str], ns: str, model: str) -> list[RateSample]:
-    return [RateSample(t, v) for t, v in rt.history.get((tuple(sorted(selector.items())), ns, model), ())]
+    return [RateSample(t, v) for t, v in rt.history.get((as_selector(selector), ns, model), ())]
 
 
 def _unrecorded(decision: Decision, now: float) -> ScalerState:
