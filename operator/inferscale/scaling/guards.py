@@ -96,7 +96,7 @@ def consolidation_floor(load: Load, target_kv: float, target_waiting: float, cur
     if load.waiting is not None:
         n = ceil_count(load.waiting / target_waiting)
         needs.append((n, f"{n} replicas keep waiting <= {target_waiting:g} each"))
-    if load.request_rate is not None and load.capacity_rps is not None and load.capacity_rps > 0:
+    if load.request_rate is not None and load.capacity_rps is not None:
         n = ceil_count(load.request_rate / load.capacity_rps)
         needs.append((n, f"{n} replicas carry {load.request_rate:.2f} req/s"))
     return max(needs) if needs else None

@@ -68,11 +68,6 @@ def test_a_limit_never_reverses_the_direction_when_replicas_changed_behind_the_o
     assert scale_down_limit(down, (ScaleEvent(70.0, 10, 5, "KVCacheSaturation"),), current=3, now=100.0) == 3
 
 
-def test_a_zero_capacity_asks_nothing_of_consolidation() -> None:
-    load = Load(kv_total=None, kv_peak=None, waiting=None, request_rate=10.0, capacity_rps=0.0)
-    assert consolidation_floor(load, 0.8, 4.0, current=3) is None
-
-
 def test_first_replica_is_never_blocked_by_a_percentage() -> None:
     assert scale_up_limit(ScaleRule(0.0, 100.0, None, 60.0), (), current=0, now=0.0) == 1
 
