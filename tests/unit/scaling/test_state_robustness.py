@@ -8,6 +8,7 @@ from typing import Any
 
 from hypothesis import given
 from tests.unit.handlers.test_reconcile import merged
+from tests.unit.scaling.helpers import observe
 from tests.unit.scaling.test_state import states
 
 from inferscale.handlers.status import has_news
@@ -28,18 +29,7 @@ NOW = 1_800_000_000.0
 
 
 def _obs(at: float, waiting: float | None, current: int = 4, kv: float = 0.5) -> Observation:
-    return Observation(
-        at=at,
-        current_replicas=current,
-        ready_replicas=current,
-        pods_reporting=current,
-        state=MetricsState.COMPLETE,
-        kv_cache_utilization=kv,
-        waiting=waiting,
-        request_rate=20.0,
-        ttft_p95=0.3,
-        newest_sample_at=at,
-    )
+    return observe(current, kv, waiting, at=at, request_rate=20.0, ttft_p95=0.3)
 
 
 # D3: the merge patch keeps every key it omits, so a value that became unknown must be sent as null.
@@ -104,17 +94,7 @@ def test_an_unusable_learned_capacity_is_read_as_absent() -> None:
 
 
 def test_a_zero_capacity_in_status_does_not_crash_a_scale_down() -> None:
-    obs = Observation(
-        at=NOW,
-        current_replicas=4,
-        ready_replicas=4,
-        pods_reporting=4,
-        state=MetricsState.COMPLETE,
-        kv_cache_utilization=0.1,
-        waiting=0.0,
-        request_rate=5.0,
-        newest_sample_at=NOW,
-    )
+    obs = observe(4, 0.1, 0.0, at=NOW, request_rate=5.0)
     recs = [{"at": NOW - 600, "replicas": 4}, {"at": NOW - 400, "replicas": 1}]
     for scaler, prior in (({"capacityRps": 0}, None), ({"capacityRps": 0.0, "capacityFactor": 0.0}, 20.0)):
         d = decide(
@@ -156,17 +136,16 @@ def test_any_status_scaler_read_back_decides_without_raising() -> None:
 
     for _ in range(3000):
         status = scaler()
-        obs = Observation(
+        obs = observe(
+            rnd.choice([0, 1, 4, 8]),
+            rnd.choice([None, 0.05, 0.5, 0.95]),
+            rnd.choice([None, 0.0, 50.0]),
             at=NOW,
-            current_replicas=rnd.choice([0, 1, 4, 8]),
             ready_replicas=rnd.choice([0, 1, 4]),
             pods_reporting=4,
             state=rnd.choice([MetricsState.COMPLETE, MetricsState.PARTIAL, MetricsState.MISSING]),
-            kv_cache_utilization=rnd.choice([None, 0.05, 0.5, 0.95]),
-            waiting=rnd.choice([None, 0.0, 50.0]),
             request_rate=rnd.choice([None, 0.0, 5.0, 500.0]),
             ttft_p95=rnd.choice([None, 0.2, 2.0]),
-            newest_sample_at=NOW,
         )
         pol = Policy(1, 16, capacity_prior_rps=rnd.choice([None, 10.0]))
         history = [RateSample(NOW - 600 + 60 * j, 50.0 + j) for j in range(11)] if rnd.random() < 0.5 else []
@@ -179,18 +158,7 @@ def test_any_status_scaler_read_back_decides_without_raising() -> None:
 
 
 def _overloaded(at: float) -> Observation:
-    return Observation(
-        at=at,
-        current_replicas=6,
-        ready_replicas=6,
-        pods_reporting=6,
-        state=MetricsState.COMPLETE,
-        kv_cache_utilization=0.99,
-        waiting=60.0,
-        request_rate=30.0,
-        ttft_p95=2.0,
-        newest_sample_at=at,
-    )
+    return observe(6, 0.99, 60.0, at=at, request_rate=30.0, ttft_p95=2.0)
 
 
 def test_a_scale_event_dated_in_the_future_limits_scale_ups_for_one_period_not_until_its_date() -> None:
