@@ -17,11 +17,15 @@ def sample(pod: str, value: Any, **labels: str) -> dict[str, Any]:
     return {"metric": {"namespace": "llm", "pod": pod, "model_name": "m", **labels}, "value": [NOW, str(value)]}
 
 
-def snapshot(answers: dict[str, list[dict[str, Any]]], failed: frozenset[str] = frozenset()) -> FleetSnapshot:
+def snapshot(
+    answers: dict[str, list[dict[str, Any]]], failed: frozenset[str] = frozenset(), errors: tuple[str, ...] = ()
+) -> FleetSnapshot:
+    """The snapshot the reader builds from these answers; a failed query's answer is not read."""
     pods: dict[tuple[str, str, str], PodSeries] = {}
     for name, result in answers.items():
-        parse_vector(name, result, pods)
-    return FleetSnapshot(at=NOW, pods=pods, failed=failed)
+        if name not in failed:
+            parse_vector(name, result, pods)
+    return FleetSnapshot(at=NOW, pods=pods, failed=failed, errors=errors)
 
 
 def healthy(pods: tuple[str, ...] = ("p0", "p1")) -> dict[str, list[dict[str, Any]]]:

@@ -2,20 +2,16 @@
 
 from typing import Any
 
-from tests.unit.adapters.test_observation import NOW, W, healthy, sample
+from tests.unit.adapters.test_observation import NOW, W, healthy, sample, snapshot
 
 from inferscale.adapters.observation import observe
-from inferscale.adapters.prometheus import FleetSnapshot, PodSeries, parse_vector
+from inferscale.adapters.prometheus import FleetSnapshot
 from inferscale.scaling import Policy, Reason, ScalerState, TimedReplicas, decide
 from inferscale.scaling.types import MetricsState
 
 
 def _snapshot(answers: dict[str, list[dict[str, Any]]], failed: str) -> FleetSnapshot:
-    pods: dict[tuple[str, str, str], PodSeries] = {}
-    for name, result in answers.items():
-        if name != failed:
-            parse_vector(name, result, pods)
-    return FleetSnapshot(at=NOW, pods=pods, failed=frozenset({failed}), errors=(f"{failed}: Timeout",))
+    return snapshot(answers, frozenset({failed}), (f"{failed}: Timeout",))
 
 
 def test_a_failed_sample_time_query_is_stale_not_fresh() -> None:

@@ -132,10 +132,12 @@ def test_unusable_output_paths_exit_2_before_the_replay(
     assert not (tmp_path / "missing").exists()  # neither output creates folders
 
 
+@pytest.mark.usefixtures("no_replay")
 def test_checking_an_output_path_leaves_no_file_behind(azure_trace: Path, tmp_path: Path) -> None:
+    # --json is checked (by creating the file) and passes; --plot fails after it: nothing may be left
     out = tmp_path / "r.json"
-    code, _, stderr = invoke("--trace", str(azure_trace), "--json", str(out), "--model", "gpt-17")
-    assert code == 2 and "gpt-17" in stderr
+    code, _, stderr = invoke("--trace", str(azure_trace), "--json", str(out), "--plot", str(tmp_path / "r.txt"))
+    assert code == 2 and "cannot write a .txt image" in stderr
     assert not out.exists()
 
 
