@@ -552,6 +552,7 @@ def main(argv: list[str] | None = None) -> int:
 
     profile = replica_profile(MODEL, GPU)
     paths = sorted(p for p in args.traces.iterdir() if p.is_file() and p.suffix in (".csv", ".jsonl"))
+    args.img.mkdir(parents=True, exist_ok=True)
     runs = []
     for path in paths:
         try:

@@ -36,6 +36,4 @@ def plot_timelines(path: Path, timelines: Mapping[str, Timeline], slo_ttft: floa
     ttft_ax.set_ylabel("observed TTFT P95 (s)")
     ttft_ax.set_xlabel("time (h)")
     fig.tight_layout()
-    # The benchmark writes into an --img folder it does not create; `simulate` rejects a missing one up front.
-    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
