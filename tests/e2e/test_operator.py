@@ -376,3 +376,33 @@ def test_k_the_lead_is_the_slowest_start_the_operator_measured_on_the_targets_po
         assert st["forecast"]["horizon"] == slowest
     finally:
         exporter.stop()
+
+
+def test_l_a_canary_beside_its_stable_fleet_forecasts_its_own_traffic(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # Two Deployments serving one model name in one namespace: the rate history is summed per Deployment
+    # (from the pod names, by label_replace in the real Prometheus), not per model.
+    exporters = []
+    try:
+        for name, rps in (("llm", 6.0), ("llm-canary", 1.0)):
+            cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment(name, 1, 1))
+            exporter = Exporter(cluster, namespace, name, "m").start()
+            exporter.set(kv=0.3, waiting=0, running=2, rps=rps)
+            exporters.append(exporter)
+            cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service(name, target=name))
+        operator.start()
+
+        def forecasts() -> dict[str, float] | None:
+            rates = {
+                n: (status(cluster, namespace, n).get("forecast") or {}).get("requestRate")
+                for n in ("llm", "llm-canary")
+            }
+            return {n: float(r) for n, r in rates.items() if r is not None} if all(rates.values()) else None
+
+        rates = eventually(forecasts, 150, "a forecast for both services")
+        print(f"forecasts: {rates}")
+        assert 5.4 <= rates["llm"] <= 6.6 and 0.7 <= rates["llm-canary"] <= 1.3  # summed per model: 7 and 7
+    finally:
+        for exporter in exporters:
+            exporter.stop()

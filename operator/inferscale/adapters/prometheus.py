@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -26,6 +27,12 @@ RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
 _HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT buckets apart
 _DIALECT = "dialect"  # the label that sets SGLang's series apart
+# A Deployment's pods are named <deployment>-<pod-template-hash>-<5 random characters>. The rate history is
+# summed per Deployment (the label WORKLOAD, from the pod name), so that two services of one model name in
+# one namespace, a canary beside its stable fleet, each forecast their own traffic. Prometheus anchors the
+# regex and takes the longest prefix, as `re.fullmatch` does with the same pattern (`deployment_of`).
+WORKLOAD = "workload"
+DEPLOYMENT_POD = "(.+)-[a-z0-9]+-[a-z0-9]{5}"
 VLLM, SGLANG = "vllm", "sglang"  # spec.engine's values
 # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram's count
 _SGLANG_REQUESTS = ("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count")
@@ -92,9 +99,25 @@ def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) 
 
 
 def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
-    """Request rate per (namespace, model_name, dialect): the forecaster's input, one range query per tick."""
-    m, by = _matchers(selector), "namespace, model_name"
-    return _either(_summed(m, "vllm:request_success_total", by=by), _summed(m, *_SGLANG_REQUESTS, by=by))
+    """Request rate per (namespace, model_name, Deployment, dialect): the forecaster's input, one range
+    query per tick. Pods whose names are not a Deployment's are summed under an empty Deployment."""
+    m, by = _matchers(selector), f"namespace, model_name, {WORKLOAD}"
+
+    def per_deployment(*metrics: str) -> str:
+        return " or ".join(
+            f'sum by ({by}) (label_replace(rate({_sel(metric, m)}[{RATE_WINDOW}]), "{WORKLOAD}", "$1", "pod", '
+            f'"{DEPLOYMENT_POD}"))'
+            for metric in metrics
+        )
+
+    return _either(per_deployment("vllm:request_success_total"), per_deployment(*_SGLANG_REQUESTS))
+
+
+def deployment_of(pod: str) -> str:
+    """The Deployment a pod's name says it belongs to ("" when it is not a Deployment pod's name), as
+    the rate history query labels it."""
+    match = re.fullmatch(DEPLOYMENT_POD, pod)
+    return match.group(1) if match else ""
 
 
 def _matchers(selector: Mapping[str, str] | None) -> str:
@@ -233,8 +256,9 @@ class PrometheusReader:
 
     async def rate_history(
         self, start: float, end: float, step: float = 60.0, selector: Mapping[str, str] | None = None
-    ) -> dict[tuple[str, str], list[tuple[float, float]]]:
-        """Request rate per (namespace, model_name) between start and end, oldest first (both dialects added)."""
+    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+        """Request rate per (namespace, model_name, Deployment) between start and end, oldest first (both
+        dialects added)."""
 
         def run() -> Any:
             self.queries_sent += 1
@@ -246,10 +270,10 @@ class PrometheusReader:
             )
 
         result = await asyncio.to_thread(run)
-        out: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        out: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
         for series in result if isinstance(result, list) else []:
             labels = series.get("metric", {})
-            key = (labels.get("namespace", ""), labels.get("model_name", ""))
+            key = (labels.get("namespace", ""), labels.get("model_name", ""), labels.get(WORKLOAD, ""))
             points = dict(out.get(key, ()))
             for t, v in series.get("values", []):
                 value, at = _finite(v), _finite(t)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
@@ -27,6 +27,7 @@ from inferscale.handlers import metrics
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
 Selector = tuple[tuple[str, str], ...]
+HistoryKey = tuple[Selector, str, str, str]  # (selector group, namespace, model, Deployment)
 KINDS = (
     ("apps/v1", "deployments"),
     ("v1", "pods"),
@@ -42,6 +43,25 @@ def as_selector(matchers: Mapping[str, Any]) -> Selector:
     """Extra PromQL label matchers as a hashable key: services that share one share the tick's queries
     and the rate history."""
     return tuple(sorted((str(k), str(v)) for k, v in matchers.items()))
+
+
+def rate_history(
+    history: Mapping[HistoryKey, Iterable[tuple[float, float]]],
+    selector: Selector,
+    namespace: str,
+    model: str,
+    deployment: str | None,
+) -> list[tuple[float, float]]:
+    """One Deployment's request rate history, oldest first; with `deployment` None, the sum over every
+    Deployment of the model in the namespace (for a target whose pod names do not say their Deployment)."""
+    if deployment is not None:
+        return list(history.get((selector, namespace, model, deployment), ()))
+    total: dict[float, float] = {}
+    for (sel, ns, m, _), points in history.items():
+        if (sel, ns, m) == (selector, namespace, model):
+            for at, value in points:
+                total[at] = total.get(at, 0.0) + value
+    return sorted(total.items())
 
 
 def selector_key(service: Obj) -> Selector:
@@ -149,9 +169,10 @@ class Collector:
         self.interval = interval
         self.clock = clock
         self.log = logger or logging.getLogger("inferscale.collector")
-        # per (selector group, namespace, model): two services that serve one model name on separate
-        # fleets (told apart by spec.metrics.selector) each forecast their own traffic
-        self.history: dict[tuple[Selector, str, str], deque[tuple[float, float]]] = {}
+        # per (selector group, namespace, model, Deployment): two services that serve one model name on
+        # separate fleets (two Deployments, or pods told apart by spec.metrics.selector) each forecast
+        # their own traffic
+        self.history: dict[HistoryKey, deque[tuple[float, float]]] = {}
         self._history_until: dict[Selector, float] = {}
         self.last_success: float | None = None
         self.tpot = False  # some service sets slo.tpotP95: the TTFT query also reads per-request TPOT

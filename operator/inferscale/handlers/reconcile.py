@@ -11,12 +11,13 @@ import json
 import logging
 import math
 import socket
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.observation import Workload, observe
+from inferscale.adapters.prometheus import deployment_of
 from inferscale.adapters.workload import (
     conflicting_autoscalers,
     measured_time_to_ready,
@@ -28,7 +29,7 @@ from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
-from inferscale.handlers.collector import Selector, Tick, as_selector
+from inferscale.handlers.collector import HistoryKey, Tick, as_selector, rate_history
 from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.status import (
     Condition,
@@ -56,7 +57,7 @@ SERVICE_LABEL = "inferscale.dev/inferenceservice"
 class Runtime:
     kube: KubeApi
     default_interval: float
-    history: Mapping[tuple[Selector, str, str], Any]  # (selector group, namespace, model)
+    history: Mapping[HistoryKey, Any]  # (selector group, namespace, model, Deployment)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
@@ -207,8 +208,15 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
     ]
 
 
-def _history(rt: Runtime, selector: Mapping[str, str], ns: str, model: str) -> list[RateSample]:
-    return [RateSample(t, v) for t, v in rt.history.get((as_selector(selector), ns, model), ())]
+def _history(
+    rt: Runtime, selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str]
+) -> list[RateSample]:
+    """The target's own rate history; the model's in the namespace when its pod names do not say their
+    Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not."""
+    names = list(pods)
+    own = not names or any(deployment_of(p) == target for p in names)
+    points = rate_history(rt.history, as_selector(selector), ns, model, target if own else None)
+    return [RateSample(t, v) for t, v in points]
 
 
 def _unrecorded(decision: Decision, now: float) -> ScalerState:
@@ -321,7 +329,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
     policy = with_observed_prior(policy, spec.model, obs)
-    decision = decide(obs, policy, state, now, _history(rt, spec.metrics.selector, ns, spec.model.name))
+    rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
+    decision = decide(obs, policy, state, now, rates)
 
     advisory = spec.mode == "Advisory"
     acted = False

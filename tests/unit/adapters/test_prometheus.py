@@ -4,7 +4,9 @@ real Prometheus in tests/e2e)."""
 import asyncio
 from typing import Any
 
-from inferscale.adapters.prometheus import PrometheusReader, build_rate_history_query
+import pytest
+
+from inferscale.adapters.prometheus import PrometheusReader, build_rate_history_query, deployment_of
 
 
 class RangeAnswer:
@@ -32,7 +34,35 @@ def test_rate_history_adds_both_dialects_of_one_model_and_drops_non_finite_point
     )
     reader._client = fake  # type: ignore[assignment]
     out = asyncio.run(reader.rate_history(0.0, 180.0))
-    assert out[("llm", "m")] == [(60.0, 2.0), (120.0, 4.0), (180.0, 4.0)]
-    assert out[("other", "m")] == [(60.0, 7.0)]
+    assert out[("llm", "m", "")] == [(60.0, 2.0), (120.0, 4.0), (180.0, 4.0)]
+    assert out[("other", "m", "")] == [(60.0, 7.0)]
     assert fake.queries == [build_rate_history_query()] and reader.queries_sent == 1
     assert "sglang:num_requests_total" in fake.queries[0]
+
+
+def test_rate_history_is_kept_per_deployment_of_a_model() -> None:
+    reader = PrometheusReader("http://127.0.0.1:1")
+    reader._client = RangeAnswer(  # type: ignore[assignment]
+        [
+            series("llm", "m", [(60.0, "9")], workload="llm"),
+            series("llm", "m", [(60.0, "1")], workload="llm-canary"),
+        ]
+    )
+    out = asyncio.run(reader.rate_history(0.0, 60.0))
+    assert out == {("llm", "m", "llm"): [(60.0, 9.0)], ("llm", "m", "llm-canary"): [(60.0, 1.0)]}
+    query = build_rate_history_query()
+    assert "sum by (namespace, model_name, workload)" in query and '"pod", "(.+)-[a-z0-9]+-[a-z0-9]{5}"' in query
+
+
+@pytest.mark.parametrize(
+    ("pod", "deployment"),
+    [
+        ("llm-7d9f8c6b5-x2x4q", "llm"),
+        ("llm-canary-6c8d7f94b-abc12", "llm-canary"),  # the longest prefix, as Prometheus takes it
+        ("llama-3-1-8b-5f7b9c-q8w2z", "llama-3-1-8b"),
+        ("llm-0", ""),  # a StatefulSet's pod
+        ("standalone", ""),
+    ],
+)
+def test_a_pods_deployment_is_read_from_its_name(pod: str, deployment: str) -> None:
+    assert deployment_of(pod) == deployment

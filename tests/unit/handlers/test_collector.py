@@ -3,7 +3,7 @@
 from typing import Any
 
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
-from inferscale.handlers.collector import Collector
+from inferscale.handlers.collector import Collector, rate_history
 
 
 def service(name: str, slo: dict[str, str] | None = None) -> dict[str, Any]:
@@ -31,10 +31,12 @@ class Prom:
 
     async def rate_history(
         self, start: float, end: float, step: float, selector: dict[str, str]
-    ) -> dict[tuple[str, str], list[tuple[float, float]]]:
-        # each fleet of model m in ns serves its own rate: 10 req/s on pool a, 90 on pool b, 100 together
-        rate = {"a": 10.0, "b": 90.0}.get(selector.get("pool", ""), 100.0)
-        return {("ns", "m"): [(end, rate)]}
+    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+        # each fleet of model m in ns serves its own rate: 10 req/s on pool a, 90 on pool b, 100 together;
+        # without a pool, the Deployments llm and llm-canary serve 75 and 25
+        if "pool" in selector:
+            return {("ns", "m", "llm"): [(end, {"a": 10.0, "b": 90.0}[selector["pool"]])]}
+        return {("ns", "m", "llm"): [(end, 75.0)], ("ns", "m", "llm-canary"): [(end, 25.0)]}
 
 
 def test_the_per_request_tpot_histogram_is_only_in_the_query_when_asked_for() -> None:
@@ -72,4 +74,17 @@ async def test_services_told_apart_by_their_selector_forecast_from_their_own_rat
     kube.services = pools
     await collector.refresh()
     last = {key: buf[-1][1] for key, buf in collector.history.items()}
-    assert last == {((("pool", "a"),), "ns", "m"): 10.0, ((("pool", "b"),), "ns", "m"): 90.0}
+    a, b = (("pool", "a"),), (("pool", "b"),)
+    assert last == {(a, "ns", "m", "llm"): 10.0, (b, "ns", "m", "llm"): 90.0}
+
+
+async def test_each_deployment_of_a_model_has_its_own_rate_history_and_the_model_their_sum() -> None:
+    kube, prom = Kube(), Prom()
+    collector = Collector(kube, prom, ["ns"], 15.0)  # type: ignore[arg-type]
+    kube.services = [service("llm"), service("llm-canary")]
+    await collector.refresh()
+    first = collector.history[((), "ns", "m", "llm")][-1][0]
+    assert rate_history(collector.history, (), "ns", "m", "llm") == [(first, 75.0)]
+    assert rate_history(collector.history, (), "ns", "m", "llm-canary") == [(first, 25.0)]
+    assert rate_history(collector.history, (), "ns", "m", None) == [(first, 100.0)]
+    assert rate_history(collector.history, (), "other", "m", None) == []

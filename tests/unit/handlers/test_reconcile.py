@@ -156,11 +156,35 @@ async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_sta
 async def test_a_service_forecasts_from_the_history_of_its_own_selector_group() -> None:
     kube = FakeKube()
     series = [(NOW - 600.0 + 60.0 * i, 10.0) for i in range(10)]
-    rt = Runtime(kube=kube, default_interval=10.0, history={((("pool", "a"),), "ns", "m"): series})  # type: ignore[arg-type]
+    rt = Runtime(kube=kube, default_interval=10.0, history={((("pool", "a"),), "ns", "m", "llm"): series})  # type: ignore[arg-type]
     mine = await reconcile(rt, tick(), svc({**GOOD, "metrics": {"selector": {"pool": "a"}}}))
     assert mine is not None and mine.forecast_rps == pytest.approx(10.0)
     other = await reconcile(runtime(kube), tick(), svc({**GOOD, "metrics": {"selector": {"pool": "b"}}}))
     assert other is not None and other.forecast_rps is None
+
+
+def ready_pod(name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ns", "labels": {"app": "llm"}},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+@pytest.mark.parametrize(
+    ("pod", "rate"),
+    [
+        ("llm-7d9f8c6b5-x2x4q", 75.0),  # its own Deployment's traffic, not the canary's beside it
+        ("llm-truncated-by-kubernetes", 100.0),  # a name that does not say its Deployment: the model's
+    ],
+)
+async def test_a_service_forecasts_from_its_own_deployments_history(pod: str, rate: float) -> None:
+    def flat(value: float) -> list[tuple[float, float]]:
+        return [(NOW - 600.0 + 60.0 * i, value) for i in range(10)]
+
+    history = {((), "ns", "m", "llm"): flat(75.0), ((), "ns", "m", "llm-canary"): flat(25.0)}
+    rt = Runtime(kube=FakeKube(), default_interval=10.0, history=history)  # type: ignore[arg-type]
+    decision = await reconcile(rt, tick(pods={"ns": [ready_pod(pod)]}), svc(GOOD))
+    assert decision is not None and decision.forecast_rps == pytest.approx(rate)
 
 
 async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
