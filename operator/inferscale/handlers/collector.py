@@ -12,8 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
@@ -23,6 +22,8 @@ from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
 from inferscale.adapters.workload import parse_time, restarts
 from inferscale.handlers import metrics
+from inferscale.handlers.rate_history import RateHistory
+from inferscale.scaling.types import RateSample
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
@@ -46,22 +47,23 @@ def as_selector(matchers: Mapping[str, Any]) -> Selector:
 
 
 def rate_history(
-    history: Mapping[HistoryKey, Iterable[tuple[float, float]]],
+    history: Mapping[HistoryKey, RateHistory],
     selector: Selector,
     namespace: str,
     model: str,
     deployment: str | None,
-) -> list[tuple[float, float]]:
-    """One Deployment's request rate history, oldest first; with `deployment` None, the sum over every
-    Deployment of the model in the namespace (for a target whose pod names do not say their Deployment)."""
+) -> Sequence[RateSample]:
+    """One Deployment's request rate history, oldest first (read in place, not copied); with `deployment`
+    None, the sum over every Deployment of the model in the namespace (for a target whose pod names do
+    not say their Deployment)."""
     if deployment is not None:
-        return list(history.get((selector, namespace, model, deployment), ()))
+        return history.get((selector, namespace, model, deployment)) or ()
     total: dict[float, float] = {}
-    for (sel, ns, m, _), points in history.items():
+    for (sel, ns, m, _), series in history.items():
         if (sel, ns, m) == (selector, namespace, model):
-            for at, value in points:
+            for at, value in series.points():
                 total[at] = total.get(at, 0.0) + value
-    return sorted(total.items())
+    return [RateSample(at, value) for at, value in sorted(total.items())]
 
 
 def selector_key(service: Obj) -> Selector:
@@ -172,7 +174,7 @@ class Collector:
         # per (selector group, namespace, model, Deployment): two services that serve one model name on
         # separate fleets (two Deployments, or pods told apart by spec.metrics.selector) each forecast
         # their own traffic
-        self.history: dict[HistoryKey, deque[tuple[float, float]]] = {}
+        self.history: dict[HistoryKey, RateHistory] = {}
         self._history_until: dict[Selector, float] = {}
         self.last_success: float | None = None
         self.tpot = False  # some service sets slo.tpotP95: the TTFT query also reads per-request TPOT
@@ -257,9 +259,7 @@ class Collector:
             self.log.warning("rate history query failed: %s", e)
             return
         for key, points in series.items():
-            buf = self.history.setdefault((sel, *key), deque(maxlen=int(HISTORY_SPAN / HISTORY_STEP) + 2))
-            last = buf[-1][0] if buf else float("-inf")
-            buf.extend(p for p in points if p[0] > last)
+            self.history.setdefault((sel, *key), RateHistory(int(HISTORY_SPAN / HISTORY_STEP) + 2)).extend(points)
         self._history_until[sel] = now
 
     async def refresh(self) -> Tick:

@@ -11,7 +11,7 @@ import json
 import logging
 import math
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -30,6 +30,7 @@ from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import HistoryKey, Tick, as_selector, rate_history
+from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.status import (
     Condition,
@@ -57,7 +58,7 @@ SERVICE_LABEL = "inferscale.dev/inferenceservice"
 class Runtime:
     kube: KubeApi
     default_interval: float
-    history: Mapping[HistoryKey, Any]  # (selector group, namespace, model, Deployment)
+    history: Mapping[HistoryKey, RateHistory]  # (selector group, namespace, model, Deployment)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
@@ -210,13 +211,12 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
 
 def _history(
     rt: Runtime, selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str]
-) -> list[RateSample]:
+) -> Sequence[RateSample]:
     """The target's own rate history; the model's in the namespace when its pod names do not say their
     Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not."""
     names = list(pods)
     own = not names or any(deployment_of(p) == target for p in names)
-    points = rate_history(rt.history, as_selector(selector), ns, model, target if own else None)
-    return [RateSample(t, v) for t, v in points]
+    return rate_history(rt.history, as_selector(selector), ns, model, target if own else None)
 
 
 def _unrecorded(decision: Decision, now: float) -> ScalerState:

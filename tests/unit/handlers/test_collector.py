@@ -4,6 +4,7 @@ from typing import Any
 
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
 from inferscale.handlers.collector import Collector, rate_history
+from inferscale.scaling.types import RateSample
 
 
 def service(name: str, slo: dict[str, str] | None = None) -> dict[str, Any]:
@@ -73,7 +74,7 @@ async def test_services_told_apart_by_their_selector_forecast_from_their_own_rat
         svc["spec"]["metrics"] = {"selector": {"pool": pool}}
     kube.services = pools
     await collector.refresh()
-    last = {key: buf[-1][1] for key, buf in collector.history.items()}
+    last = {key: buf[-1].value for key, buf in collector.history.items()}
     a, b = (("pool", "a"),), (("pool", "b"),)
     assert last == {(a, "ns", "m", "llm"): 10.0, (b, "ns", "m", "llm"): 90.0}
 
@@ -83,8 +84,8 @@ async def test_each_deployment_of_a_model_has_its_own_rate_history_and_the_model
     collector = Collector(kube, prom, ["ns"], 15.0)  # type: ignore[arg-type]
     kube.services = [service("llm"), service("llm-canary")]
     await collector.refresh()
-    first = collector.history[((), "ns", "m", "llm")][-1][0]
-    assert rate_history(collector.history, (), "ns", "m", "llm") == [(first, 75.0)]
-    assert rate_history(collector.history, (), "ns", "m", "llm-canary") == [(first, 25.0)]
-    assert rate_history(collector.history, (), "ns", "m", None) == [(first, 100.0)]
-    assert rate_history(collector.history, (), "other", "m", None) == []
+    at = collector.history[((), "ns", "m", "llm")][-1].at
+    assert list(rate_history(collector.history, (), "ns", "m", "llm")) == [RateSample(at, 75.0)]
+    assert list(rate_history(collector.history, (), "ns", "m", "llm-canary")) == [RateSample(at, 25.0)]
+    assert list(rate_history(collector.history, (), "ns", "m", None)) == [RateSample(at, 100.0)]
+    assert list(rate_history(collector.history, (), "other", "m", None)) == []

@@ -10,6 +10,7 @@ import pytest
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot
 from inferscale.handlers.collector import Tick
+from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.reconcile import Runtime, reconcile
 
 NOW = 1_800_000_000.0
@@ -153,10 +154,17 @@ async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_sta
     assert not any(e["reason"] == "ScaleFailed" for e in kube.events())
 
 
+def flat(value: float) -> RateHistory:
+    """Ten minutes of a steady rate, as the collector keeps it."""
+    history = RateHistory(100)
+    history.extend((NOW - 600.0 + 60.0 * i, value) for i in range(10))
+    return history
+
+
 async def test_a_service_forecasts_from_the_history_of_its_own_selector_group() -> None:
     kube = FakeKube()
-    series = [(NOW - 600.0 + 60.0 * i, 10.0) for i in range(10)]
-    rt = Runtime(kube=kube, default_interval=10.0, history={((("pool", "a"),), "ns", "m", "llm"): series})  # type: ignore[arg-type]
+    history = {((("pool", "a"),), "ns", "m", "llm"): flat(10.0)}
+    rt = Runtime(kube=kube, default_interval=10.0, history=history)  # type: ignore[arg-type]
     mine = await reconcile(rt, tick(), svc({**GOOD, "metrics": {"selector": {"pool": "a"}}}))
     assert mine is not None and mine.forecast_rps == pytest.approx(10.0)
     other = await reconcile(runtime(kube), tick(), svc({**GOOD, "metrics": {"selector": {"pool": "b"}}}))
@@ -178,9 +186,6 @@ def ready_pod(name: str) -> dict[str, Any]:
     ],
 )
 async def test_a_service_forecasts_from_its_own_deployments_history(pod: str, rate: float) -> None:
-    def flat(value: float) -> list[tuple[float, float]]:
-        return [(NOW - 600.0 + 60.0 * i, value) for i in range(10)]
-
     history = {((), "ns", "m", "llm"): flat(75.0), ((), "ns", "m", "llm-canary"): flat(25.0)}
     rt = Runtime(kube=FakeKube(), default_interval=10.0, history=history)  # type: ignore[arg-type]
     decision = await reconcile(rt, tick(pods={"ns": [ready_pod(pod)]}), svc(GOOD))
