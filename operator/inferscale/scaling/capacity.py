@@ -69,11 +69,6 @@ RATE_WINDOW = 60.0
 # The capacity low behind a scale-down is kept in two buckets of this fraction of the scale-down
 # window (`remember_low`), so it covers the last half window to the last whole one.
 LOW_BUCKETS = 2
-# A need this fraction of a replica over a whole count does not buy another replica: the planning
-# headroom already covers it, and the request lengths behind the per-replica capacity swing a few percent
-# from tick to tick, so such a sliver comes and goes (`make demo`: 4.92 replicas, a scale-down to 5, and
-# 5.02 a tick later, a scale-up back to 6).
-NEED_SLACK = 0.05
 
 
 def recommend(
@@ -96,7 +91,7 @@ def _need(demand_rps: float, capacity_rps: float, tolerance: float, current: int
     the dead-band holds `current` instead of a scale-down to it."""
     # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
     needed = min(demand_rps / (capacity_rps * HEADROOM), MAX_COUNT)
-    replicas = ceil_count(needed - NEED_SLACK) if needed > NEED_SLACK else ceil_count(needed)
+    replicas = ceil_count(needed)
     return replicas, current > 0 and replicas < current and needed / current >= 1.0 - tolerance
 
 

@@ -71,20 +71,6 @@ def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int,
     assert rec.replicas == expected
 
 
-@pytest.mark.parametrize(
-    ("demand", "expected"),
-    [
-        (51.2, 5),  # needs 5.02: a sliver over 5 buys no sixth replica (the demo's 6 -> 5 -> 6 flap)
-        (51.6, 6),  # needs 5.06: more than the slack over 5
-        (0.3, 1),  # needs 0.03: a demand at all is one replica
-        (0.0, 0),
-    ],
-)
-def test_a_sliver_over_a_whole_count_buys_no_replica(demand: float, expected: int) -> None:
-    _, raw = capacity.recommend(demand, 12.0, True, 180.0, 0.1, 5)  # 10.2 req/s per replica at 85%
-    assert raw == expected
-
-
 def test_the_low_floor_is_the_need_at_the_lowest_capacity_with_the_dead_band() -> None:
     # 8 req/s per replica is 6.8 at the 85% headroom
     assert capacity.low_floor(100.0, 8.0, 0.1, 20) == 15  # 14.7
