@@ -29,10 +29,14 @@ _HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT 
 _DIALECT = "dialect"  # the label that sets SGLang's series apart
 # A Deployment's pods are named <deployment>-<pod-template-hash>-<5 random characters>. The rate history is
 # summed per Deployment (the label WORKLOAD, from the pod name), so that two services of one model name in
-# one namespace, a canary beside its stable fleet, each forecast their own traffic. Prometheus anchors the
-# regex and takes the longest prefix, as `re.fullmatch` does with the same pattern (`deployment_of`).
+# one namespace, a canary beside its stable fleet, each forecast their own traffic. Both the hash (a uint32's
+# decimal digits, so 6-10 characters but for 1 in 40,000) and the suffix are drawn from Kubernetes' vowel-free
+# alphabet (apimachinery util/rand): a Job's pod (<job>-<5>) or a pod whose hash Kubernetes cut off (a name
+# over 57 characters) rarely passes for another Deployment's. Prometheus anchors the regex, as
+# `re.fullmatch` does with the same pattern (`deployment_of`); the prefix is all before the last two dashes.
 WORKLOAD = "workload"
-DEPLOYMENT_POD = "(.+)-[a-z0-9]+-[a-z0-9]{5}"
+_SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
+DEPLOYMENT_POD = f"(.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}"
 VLLM, SGLANG = "vllm", "sglang"  # spec.engine's values
 # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram's count
 _SGLANG_REQUESTS = ("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count")

@@ -28,7 +28,8 @@ from inferscale.scaling.types import RateSample
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
 Selector = tuple[tuple[str, str], ...]
-HistoryKey = tuple[Selector, str, str, str]  # (selector group, namespace, model, Deployment)
+# (selector group, namespace, model, Deployment); Deployment None: the sum over the model's Deployments
+HistoryKey = tuple[Selector, str, str, str | None]
 KINDS = (
     ("apps/v1", "deployments"),
     ("v1", "pods"),
@@ -53,17 +54,10 @@ def rate_history(
     model: str,
     deployment: str | None,
 ) -> Sequence[RateSample]:
-    """One Deployment's request rate history, oldest first (read in place, not copied); with `deployment`
-    None, the sum over every Deployment of the model in the namespace (for a target whose pod names do
-    not say their Deployment)."""
-    if deployment is not None:
-        return history.get((selector, namespace, model, deployment)) or ()
-    total: dict[float, float] = {}
-    for (sel, ns, m, _), series in history.items():
-        if (sel, ns, m) == (selector, namespace, model):
-            for at, value in series.points():
-                total[at] = total.get(at, 0.0) + value
-    return [RateSample(at, value) for at, value in sorted(total.items())]
+    """One Deployment's request rate history, oldest first, read in place; with `deployment` None, the sum
+    over every Deployment of the model in the namespace (for a target whose pod names do not say their
+    Deployment). Empty when there is none: a new Deployment does not inherit another's traffic."""
+    return history.get((selector, namespace, model, deployment)) or ()
 
 
 def selector_key(service: Obj) -> Selector:
@@ -258,9 +252,27 @@ class Collector:
             metrics.PROMETHEUS_ERRORS.inc()
             self.log.warning("rate history query failed: %s", e)
             return
-        for key, points in series.items():
-            self.history.setdefault((sel, *key), RateHistory(int(HISTORY_SPAN / HISTORY_STEP) + 2)).extend(points)
+        # each model's total is summed once per query (its series share the query's timestamps), so that a
+        # target whose pod names do not say their Deployment reads it in place as the others read their own
+        totals: dict[tuple[str, str], dict[float, float]] = {}
+        for (ns, model, deployment), points in series.items():
+            self._series((sel, ns, model, deployment)).extend(points)
+            total = totals.setdefault((ns, model), {})
+            for at, value in points:
+                total[at] = total.get(at, 0.0) + value
+        for (ns, model), total in totals.items():
+            self._series((sel, ns, model, None)).extend(sorted(total.items()))
         self._history_until[sel] = now
+        # a deleted Deployment's history would otherwise stay for as long as the operator runs
+        idle = [key for key, h in self.history.items() if key[0] == sel and (not h or h[-1].at < now - HISTORY_SPAN)]
+        for key in idle:
+            del self.history[key]
+
+    def _series(self, key: HistoryKey) -> RateHistory:
+        series = self.history.get(key)
+        if series is None:
+            series = self.history[key] = RateHistory(int(HISTORY_SPAN / HISTORY_STEP) + 2)
+        return series
 
     async def refresh(self) -> Tick:
         started = time.monotonic()

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from inferscale.adapters.prometheus import PrometheusReader, build_rate_history_query, deployment_of
+from inferscale.adapters.prometheus import (
+    DEPLOYMENT_POD,
+    PrometheusReader,
+    build_rate_history_query,
+    deployment_of,
+)
 
 
 class RangeAnswer:
@@ -51,17 +56,23 @@ def test_rate_history_is_kept_per_deployment_of_a_model() -> None:
     out = asyncio.run(reader.rate_history(0.0, 60.0))
     assert out == {("llm", "m", "llm"): [(60.0, 9.0)], ("llm", "m", "llm-canary"): [(60.0, 1.0)]}
     query = build_rate_history_query()
-    assert "sum by (namespace, model_name, workload)" in query and '"pod", "(.+)-[a-z0-9]+-[a-z0-9]{5}"' in query
+    assert "sum by (namespace, model_name, workload)" in query and f'"pod", "{DEPLOYMENT_POD}"' in query
 
 
 @pytest.mark.parametrize(
     ("pod", "deployment"),
     [
         ("llm-7d9f8c6b5-x2x4q", "llm"),
-        ("llm-canary-6c8d7f94b-abc12", "llm-canary"),  # the longest prefix, as Prometheus takes it
+        ("llm-canary-6c8d7f94b-bcd42", "llm-canary"),  # all before the last two dashes
         ("llama-3-1-8b-5f7b9c-q8w2z", "llama-3-1-8b"),
         ("llm-0", ""),  # a StatefulSet's pod
         ("standalone", ""),
+        ("qwen-loadtest-x7k2p", ""),  # a Job's pod: "loadtest" is no pod-template-hash (vowels)
+        # a 57-character Deployment name: Kubernetes cut the hash off its pods' names, which must not
+        # read as the Deployment "qwen2-5-72b-instruct-awq-tp4-ranking-prod-euw1" beside it
+        ("qwen2-5-72b-instruct-awq-tp4-ranking-prod-euw1-candidate2-vtq89", ""),
+        ("llm-7d9f8c6b5-x2x4", ""),  # a suffix is 5 characters
+        ("llm-7d9f-x2x4q", ""),  # a hash is 6-10
     ],
 )
 def test_a_pods_deployment_is_read_from_its_name(pod: str, deployment: str) -> None:

@@ -3,7 +3,7 @@
 from typing import Any
 
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
-from inferscale.handlers.collector import Collector, rate_history
+from inferscale.handlers.collector import HISTORY_SPAN, Collector, rate_history
 from inferscale.scaling.types import RateSample
 
 
@@ -25,6 +25,7 @@ class Kube:
 class Prom:
     def __init__(self) -> None:
         self.snapshots: list[tuple[dict[str, str], bool]] = []
+        self.gone: set[str] = set()  # Deployments deleted: no more series
 
     async def snapshot(self, now: float, selector: dict[str, str], tpot: bool) -> FleetSnapshot:
         self.snapshots.append((selector, tpot))
@@ -37,7 +38,8 @@ class Prom:
         # without a pool, the Deployments llm and llm-canary serve 75 and 25
         if "pool" in selector:
             return {("ns", "m", "llm"): [(end, {"a": 10.0, "b": 90.0}[selector["pool"]])]}
-        return {("ns", "m", "llm"): [(end, 75.0)], ("ns", "m", "llm-canary"): [(end, 25.0)]}
+        rates = {"llm": 75.0, "llm-canary": 25.0}
+        return {("ns", "m", d): [(end, r)] for d, r in rates.items() if d not in self.gone}
 
 
 def test_the_per_request_tpot_histogram_is_only_in_the_query_when_asked_for() -> None:
@@ -76,7 +78,12 @@ async def test_services_told_apart_by_their_selector_forecast_from_their_own_rat
     await collector.refresh()
     last = {key: buf[-1].value for key, buf in collector.history.items()}
     a, b = (("pool", "a"),), (("pool", "b"),)
-    assert last == {(a, "ns", "m", "llm"): 10.0, (b, "ns", "m", "llm"): 90.0}
+    assert last == {
+        (a, "ns", "m", "llm"): 10.0,
+        (a, "ns", "m", None): 10.0,
+        (b, "ns", "m", "llm"): 90.0,
+        (b, "ns", "m", None): 90.0,
+    }
 
 
 async def test_each_deployment_of_a_model_has_its_own_rate_history_and_the_model_their_sum() -> None:
@@ -89,3 +96,20 @@ async def test_each_deployment_of_a_model_has_its_own_rate_history_and_the_model
     assert list(rate_history(collector.history, (), "ns", "m", "llm-canary")) == [RateSample(at, 25.0)]
     assert list(rate_history(collector.history, (), "ns", "m", None)) == [RateSample(at, 100.0)]
     assert list(rate_history(collector.history, (), "other", "m", None)) == []
+    assert rate_history(collector.history, (), "ns", "m", None) is collector.history[((), "ns", "m", None)]
+
+
+async def test_a_deployment_that_stopped_reporting_is_forgotten_after_the_history_span() -> None:
+    kube, prom, clock = Kube(), Prom(), [1_800_000_000.0]
+    collector = Collector(kube, prom, ["ns"], 15.0, clock=lambda: clock[0])  # type: ignore[arg-type]
+    kube.services = [service("llm")]
+    await collector.refresh()
+    assert ((), "ns", "m", "llm-canary") in collector.history
+    prom.gone = {"llm-canary"}
+    clock[0] += HISTORY_SPAN - 60.0
+    await collector.refresh()
+    assert ((), "ns", "m", "llm-canary") in collector.history  # still inside the span
+    clock[0] += 120.0
+    await collector.refresh()
+    assert ((), "ns", "m", "llm-canary") not in collector.history
+    assert ((), "ns", "m", "llm") in collector.history and ((), "ns", "m", None) in collector.history

@@ -187,9 +187,19 @@ def ready_pod(name: str) -> dict[str, Any]:
 )
 async def test_a_service_forecasts_from_its_own_deployments_history(pod: str, rate: float) -> None:
     history = {((), "ns", "m", "llm"): flat(75.0), ((), "ns", "m", "llm-canary"): flat(25.0)}
+    history[((), "ns", "m", None)] = flat(100.0)
     rt = Runtime(kube=FakeKube(), default_interval=10.0, history=history)  # type: ignore[arg-type]
     decision = await reconcile(rt, tick(pods={"ns": [ready_pod(pod)]}), svc(GOOD))
     assert decision is not None and decision.forecast_rps == pytest.approx(rate)
+
+
+@pytest.mark.parametrize("pods", [[], ["llm-7d9f8c6b5-x2x4q"]])
+async def test_a_deployment_without_a_history_of_its_own_has_no_forecast_not_the_models(pods: list[str]) -> None:
+    # a canary just created: the stable fleet's traffic is not its own (with no pod Ready yet either)
+    history = {((), "ns", "m", "llm-stable"): flat(75.0), ((), "ns", "m", None): flat(75.0)}
+    rt = Runtime(kube=FakeKube(), default_interval=10.0, history=history)  # type: ignore[arg-type]
+    decision = await reconcile(rt, tick(pods={"ns": [ready_pod(p) for p in pods]}), svc(GOOD))
+    assert decision is not None and decision.forecast_rps is None
 
 
 async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
