@@ -49,14 +49,14 @@ def test_rate_history_is_kept_per_deployment_of_a_model() -> None:
     reader = PrometheusReader("http://127.0.0.1:1")
     reader._client = RangeAnswer(  # type: ignore[assignment]
         [
-            series("llm", "m", [(60.0, "9")], workload="llm"),
-            series("llm", "m", [(60.0, "1")], workload="llm-canary"),
+            series("llm", "m", [(60.0, "9")], inferscale_deployment="llm"),
+            series("llm", "m", [(60.0, "1")], inferscale_deployment="llm-canary"),
         ]
     )
     out = asyncio.run(reader.rate_history(0.0, 60.0))
     assert out == {("llm", "m", "llm"): [(60.0, 9.0)], ("llm", "m", "llm-canary"): [(60.0, 1.0)]}
     query = build_rate_history_query()
-    assert "sum by (namespace, model_name, workload)" in query and f'"pod", "{DEPLOYMENT_POD}"' in query
+    assert "sum by (namespace, model_name, inferscale_deployment)" in query and f'"pod", "{DEPLOYMENT_POD}"' in query
 
 
 @pytest.mark.parametrize(
