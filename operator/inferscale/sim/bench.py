@@ -1,6 +1,7 @@
 """The simulator benchmark: every policy on every trace, the simulator's speed, the perf calibration.
 
     python -m inferscale.sim.bench [--traces DIR] [--out docs/benchmarks.md] [--img docs/img] [--workers N]
+        [--seeds 1,2,3,4]
 
 Scaling rule, the same for every trace: the rate is multiplied so that the trace's busiest minute
 needs `--peak-replicas` replicas (default 24) of the profile at the SLO, by the perf model's capacity
@@ -8,7 +9,8 @@ at the trace's mean lengths. Request traces (Azure, Mooncake) are replayed reque
 ServeGen curves are replayed for their whole 14 days in the fluid mode (`sim/fluid.py`), and a
 `--slice` at their start, `--slice-time-scale` times faster (hours of ramps in minutes), request by
 request; the fluid mode is validated against the request-level engine on every request-level replay
-(same policies, same load).
+(same policies, same load). inferscale and the oracle replay each request-level scenario again under
+`--seeds`, so that a goal met on one seed's start-up times can be told from one met with margin.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -79,6 +81,9 @@ class TraceRun:
     prepared: Prepared | None = None  # kept for the speed measurement
     hopeless: float = 0.0  # share of requests that miss the TTFT target even alone on an idle replica
     slo_ttft: float = SLO_TTFT
+    # request level again under other seeds (the replicas' start-up draws; ServeGen's generated requests):
+    # seed -> policy -> result, for inferscale and the oracle
+    seeds: dict[int, dict[str, RunResult]] = field(default_factory=dict)
 
 
 def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
@@ -127,19 +132,18 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     scale, lengths = scale_for(path, fmt, profile, args.peak_replicas, slo_ttft)
     run = TraceRun(path.stem, path, fmt, scale, lengths, slo_ttft=slo_ttft)
     names = args.policies
-    prepared = prepare(
-        Scenario(
-            path,
-            fmt,
-            rate_scale=scale,
-            time_scale=time_scale,
-            duration=window,
-            model=MODEL,
-            gpu=GPU,
-            slo_ttft=slo_ttft,
-            slo_itl=SLO_ITL,
-        )
+    scenario = Scenario(
+        path,
+        fmt,
+        rate_scale=scale,
+        time_scale=time_scale,
+        duration=window,
+        model=MODEL,
+        gpu=GPU,
+        slo_ttft=slo_ttft,
+        slo_itl=SLO_ITL,
     )
+    prepared = prepare(scenario)
     run.requests, run.duration = len(prepared.workload), prepared.workload.duration
     run.hopeless = unloaded_ttft_misses(prepared)
     run.prepared = prepared
@@ -154,11 +158,36 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
         args.workers,
         lambda r: log(f"  {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
     )
+    run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in level_names], args, log)
     curve = rate_curve(prepared.context.trace, 60.0)
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
         run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, slo_ttft, args, log)
     return run
+
+
+def _other_seeds(
+    scenario: Scenario, names: list[str], args: argparse.Namespace, log: ProgressLog
+) -> dict[int, dict[str, RunResult]]:
+    """The request-level replay of `names` under each of `args.seeds`: how much of a score is the luck of
+    one seed's start-up times (and, for ServeGen, of one draw of its requests)."""
+    seeds = [s for s in args.seeds if s != scenario.seed]
+    if not seeds or not names:
+        return {}
+    prepared = {seed: prepare(replace(scenario, seed=seed)) for seed in seeds}
+    jobs = [f"{seed}:{name}" for seed in seeds for name in names]
+
+    def job(key: str) -> RunResult:
+        seed, name = key.split(":", 1)
+        p = prepared[int(seed)]
+        return run_policy(p.workload, p.policy(name), p.run_config)
+
+    done = parallel(jobs, job, args.workers, lambda r: log(f"  {r.policy}: {r.scores.slo_attainment:.4f}"))
+    out: dict[int, dict[str, RunResult]] = {}
+    for key, result in done.items():
+        seed, name = key.split(":", 1)
+        out.setdefault(int(seed), {})[name] = result
+    return out
 
 
 def unloaded_ttft_misses(prepared: Prepared) -> float:
@@ -236,6 +265,40 @@ def closed_loop(
 
 def _pct(x: float) -> str:
     return "–" if math.isnan(x) else f"{100 * x:.2f}%"
+
+
+def _by_seed(run: TraceRun) -> dict[int, dict[str, RunResult]]:
+    """Seed 0 (the tables above) and the other seeds, when inferscale ran under them."""
+    if INFERSCALE not in run.request_level or not run.seeds:
+        return {}
+    return {0: run.request_level, **run.seeds}
+
+
+def _seed_goal(run: TraceRun, mode: str) -> str:
+    by_seed = _by_seed(run)
+    att = [r[INFERSCALE].scores.slo_attainment for r in by_seed.values()]
+    ratio = [_ratio(r[INFERSCALE], r) for r in by_seed.values()]
+    met = sum(a >= GOAL_ATTAINMENT and x <= GOAL_GPU_RATIO for a, x in zip(att, ratio, strict=True))
+    return (
+        f"| inferscale across seeds {', '.join(map(str, sorted(by_seed)))} — {run.name} ({mode}) "
+        f"| {_pct(min(att))} to {_pct(max(att))} at {min(ratio):.3f}× to {max(ratio):.3f}×; ≥ 99% at ≤ 1.15× on "
+        f"{met} of {len(by_seed)} seeds |"
+    )
+
+
+def _seed_table(run: TraceRun) -> list[str]:
+    lines = [
+        "| seed | inferscale attainment | inferscale GPU-h | × oracle | oracle attainment | oracle GPU-h |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for seed, results in sorted(_by_seed(run).items()):
+        me, oracle = results[INFERSCALE], results.get(ORACLE)
+        lines.append(
+            f"| {seed} | {_pct(me.scores.slo_attainment)} | {me.scores.gpu_hours:,.2f} | {_ratio(me, results):.3f} "
+            f"| {_pct(oracle.scores.slo_attainment) if oracle else '–'} "
+            f"| {f'{oracle.scores.gpu_hours:,.2f}' if oracle else '–'} |"
+        )
+    return lines
 
 
 def _ratio(r: RunResult, results: dict[str, RunResult]) -> float:
@@ -387,6 +450,9 @@ def write_report(
             f"| inferscale ≥ 99% attainment at ≤ 1.15× oracle GPU-h, ahead of every baseline — {run.name} ({mode}) "
             f"| {_pct(me.scores.slo_attainment)} at {_ratio(me, res):.3f}× |"
         )
+    for run in runs:
+        if _by_seed(run):
+            lines.append(_seed_goal(run, "request-level slice" if run.fluid_full else "request-level"))
     lines.append(f"| simulator ≥ {GOAL_SPEED:,.0f} requests/s on one core | {speed[0]:,.0f} requests/s ({speed[1]}) |")
     for run in runs:
         if run.fluid_full:
@@ -401,6 +467,18 @@ def write_report(
     lines.append("")
     for run in runs:
         lines += _trace_section(run, args)
+    seeded = [run for run in runs if _by_seed(run)]
+    if seeded:
+        lines += [
+            "## Seed spread (request level)",
+            "",
+            "inferscale and the oracle replayed again under other seeds: the replicas' start-up times are "
+            "drawn anew (and ServeGen's requests are generated anew from the same curve). A goal met on "
+            "one seed and missed on another is met by luck, not by margin.",
+            "",
+        ]
+        for run in seeded:
+            lines += [f"### {run.name}", "", *_seed_table(run), ""]
     lines += [
         "## Fluid mode against the request-level engine",
         "",
@@ -538,11 +616,22 @@ def main(argv: list[str] | None = None) -> int:
         "--slice-time-scale", type=float, default=12.0, help="how much faster the request-level ServeGen slice runs"
     )
     parser.add_argument("--policy", dest="policies", action="append", help="policy to run (repeatable); default all")
+    parser.add_argument(
+        "--seeds",
+        default="1,2,3,4",
+        help="other seeds for inferscale and the oracle at request level, comma-separated ('' for none)",
+    )
     args = parser.parse_args(argv)
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        print(f"error: --seeds must be comma-separated integers, got {args.seeds!r}", file=sys.stderr)
+        return 2
     args.policies = args.policies or list(POLICY_NAMES)
     args.slice_policies = [n for n in (INFERSCALE, ORACLE, "static-peak") if n in args.policies]
     unknown = [n for n in args.policies if n not in POLICY_NAMES]
-    if unknown or args.workers < 1 or args.peak_replicas < 1 or args.slice <= 0 or args.slice_time_scale <= 0:
+    bad = args.workers < 1 or args.peak_replicas < 1 or args.slice <= 0 or args.slice_time_scale <= 0
+    if unknown or bad or any(s < 0 for s in args.seeds):
         print(f"error: bad arguments (unknown policies: {unknown or 'none'})", file=sys.stderr)
         return 2
     started = time.perf_counter()

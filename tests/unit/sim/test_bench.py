@@ -7,7 +7,16 @@ import numpy as np
 import pytest
 
 from inferscale.perf import replica_capacity_rps, replica_profile
-from inferscale.sim.bench import _verdict, closed_loop, scale_for, slo_ttft_for, unloaded_ttft_misses
+from inferscale.sim.bench import (
+    TraceRun,
+    _seed_goal,
+    _seed_table,
+    _verdict,
+    closed_loop,
+    scale_for,
+    slo_ttft_for,
+    unloaded_ttft_misses,
+)
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.run import RunResult, Timeline
 from inferscale.sim.scenario import Scenario, prepare
@@ -85,3 +94,23 @@ def test_ahead_of_a_baseline_means_none_dominates_or_meets_the_goal_cheaper(
     }
     line = next(v for v in _verdict(results, 0.5) if "ahead of every baseline" in v)
     assert ("**missed**" in line) is behind
+
+
+def test_the_seed_spread_counts_the_seeds_that_meet_both_goals() -> None:
+    def level(attainment: float, gpu_hours: float) -> dict[str, RunResult]:
+        return {"inferscale": _result("inferscale", attainment, gpu_hours), "oracle": _result("oracle", 0.995, 10.0)}
+
+    run = TraceRun("azure", Path("azure.csv"), "azure", 1.0, (1.0, 1.0))
+    run.request_level = level(0.992, 11.5)  # seed 0: 1.150x, on the line
+    run.seeds = {1: level(0.993, 11.4), 2: level(0.989, 11.0), 3: level(0.991, 11.6)}
+    goal = _seed_goal(run, "request-level")
+    assert "seeds 0, 1, 2, 3" in goal and "98.90% to 99.30%" in goal and "1.100× to 1.160×" in goal
+    assert "≥ 99% at ≤ 1.15× on 2 of 4 seeds" in goal  # seed 2 misses attainment, seed 3 the cost
+    table = _seed_table(run)
+    assert len(table) == 2 + 4 and table[2].startswith("| 0 | 99.20% | 11.50 | 1.150 | 99.50% | 10.00 |")
+
+
+def test_without_other_seeds_there_is_no_spread() -> None:
+    run = TraceRun("azure", Path("azure.csv"), "azure", 1.0, (1.0, 1.0))
+    run.request_level = {"inferscale": _result("inferscale", 0.99, 10.0)}
+    assert _seed_table(run) == _seed_table(run)[:2]
