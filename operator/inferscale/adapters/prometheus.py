@@ -34,8 +34,8 @@ _DIALECT = "dialect"  # the label that sets SGLang's series apart
 # alphabet (apimachinery util/rand): a Job's pod (<job>-<5>) or a pod whose hash Kubernetes cut off (a name
 # over 57 characters) rarely passes for another Deployment's. Prometheus anchors the regex, as
 # `re.fullmatch` does with the same pattern (`deployment_of`); the prefix is all before the last two dashes.
-# a label no scrape config sets: a `workload` label of the user's own would survive label_replace on the pods
-# whose names do not match, and group them under its values
+# The label is one no scrape config sets: a `workload` label of the user's own would survive label_replace
+# on the pods whose names do not match, and group them under its values.
 WORKLOAD = "inferscale_deployment"
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
 DEPLOYMENT_POD = f"(.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}"

@@ -57,7 +57,7 @@ def emulate(
     except PerfError as e:
         raise _fail(str(e)) from None
     try:
-        requests, span = load_request_arrays(trace, fmt and fmt.lower(), rate_scale, time_scale, limit, seed)
+        requests, span = load_request_arrays(trace, fmt, rate_scale, time_scale, limit, seed)
     except (TraceError, OSError) as e:
         raise _fail(str(e)) from None
     try:

@@ -30,7 +30,7 @@ from inferscale.sim.scenario import (
     prepare,
     prepare_fluid,
 )
-from inferscale.sim.traces import TRACE_FORMATS, TraceError, detect_format
+from inferscale.sim.traces import TRACE_FORMATS, TraceError, resolve_format
 
 MODES = ("auto", "request", "fluid")
 REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
@@ -145,7 +145,7 @@ def build_scenario(
     return Scenario(
         trace=trace,
         # Detected here rather than in the loaders so the JSON records the format that was used.
-        fmt=fmt.lower() if fmt is not None else detect_format(trace),
+        fmt=resolve_format(trace, fmt),
         rate_scale=rate_scale,
         time_scale=time_scale,
         duration=_duration("--duration", duration) if duration is not None else None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
@@ -23,7 +23,6 @@ from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusRea
 from inferscale.adapters.workload import parse_time, restarts
 from inferscale.handlers import metrics
 from inferscale.handlers.rate_history import RateHistory
-from inferscale.scaling.types import RateSample
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
@@ -45,19 +44,6 @@ def as_selector(matchers: Mapping[str, Any]) -> Selector:
     """Extra PromQL label matchers as a hashable key: services that share one share the tick's queries
     and the rate history."""
     return tuple(sorted((str(k), str(v)) for k, v in matchers.items()))
-
-
-def rate_history(
-    history: Mapping[HistoryKey, RateHistory],
-    selector: Selector,
-    namespace: str,
-    model: str,
-    deployment: str | None,
-) -> Sequence[RateSample]:
-    """One Deployment's request rate history, oldest first, read in place; with `deployment` None, the sum
-    over every Deployment of the model in the namespace (for a target whose pod names do not say their
-    Deployment). Empty when there is none: a new Deployment does not inherit another's traffic."""
-    return history.get((selector, namespace, model, deployment)) or ()
 
 
 def selector_key(service: Obj) -> Selector:

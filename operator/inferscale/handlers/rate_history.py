@@ -10,7 +10,7 @@ few dozen points by binary search, so a view costs it next to nothing and the ar
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from typing import overload
 
 from inferscale.scaling.types import RateSample
@@ -39,9 +39,6 @@ class RateHistory(Sequence[RateSample]):
         if excess > 0:
             del self._at[:excess]
             del self._value[:excess]
-
-    def points(self) -> Iterator[tuple[float, float]]:
-        return zip(self._at, self._value, strict=True)
 
     def __len__(self) -> int:
         return len(self._at)

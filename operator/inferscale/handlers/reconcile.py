@@ -29,7 +29,7 @@ from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
-from inferscale.handlers.collector import HistoryKey, Tick, as_selector, rate_history
+from inferscale.handlers.collector import HistoryKey, Tick, as_selector
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.status import (
@@ -212,11 +212,12 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> lis
 def _history(
     rt: Runtime, selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str]
 ) -> Sequence[RateSample]:
-    """The target's own rate history; the model's in the namespace when its pod names do not say their
-    Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not."""
+    """The target's own rate history, read in place; the model's total in the namespace when its pod names
+    do not say their Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not.
+    Empty when there is none: a new Deployment does not inherit another's traffic."""
     names = list(pods)
     own = not names or any(deployment_of(p) == target for p in names)
-    return rate_history(rt.history, as_selector(selector), ns, model, target if own else None)
+    return rt.history.get((as_selector(selector), ns, model, target if own else None)) or ()
 
 
 def _unrecorded(decision: Decision, now: float) -> ScalerState:

@@ -20,7 +20,7 @@ from inferscale.sim.policies import PolicyContext, make_policy
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.requests import Trace
 from inferscale.sim.run import RunConfig, Workload
-from inferscale.sim.traces import RatePoint, detect_format, load_rate_curve, load_request_arrays
+from inferscale.sim.traces import RatePoint, load_rate_curve, load_request_arrays, resolve_format
 
 DEFAULT_TIME_TO_READY = "210s-270s"  # BLIS: 240 ± 30 s from replica creation to serving
 MAX_OVER_PEAK = 3
@@ -116,7 +116,7 @@ def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     if len(whole) > 1:
         step = whole[1].t - whole[0].t
     else:  # a ServeGen file of one window: the loader's 10 minutes
-        step = 600.0 / s.time_scale if (s.fmt or detect_format(s.trace)) == "servegen" else 60.0
+        step = 600.0 / s.time_scale if resolve_format(s.trace, s.fmt) == "servegen" else 60.0
     end = whole[-1].t + step if whole else 0.0
     duration = end if s.duration is None else min(s.duration, end)
     curve = [p for p in whole if p.t < duration]

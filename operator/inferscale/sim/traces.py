@@ -89,6 +89,11 @@ class RequestArrays:
         )
 
 
+def resolve_format(path: Path, fmt: str | None) -> str:
+    """`fmt` in any case (`--format AZURE`), or the format detected from the file's first line."""
+    return fmt.lower() if fmt is not None else detect_format(path)
+
+
 def detect_format(path: Path) -> str:
     first = _first_line(path)
     if first.startswith(",".join(AZURE_HEADER)):
@@ -166,7 +171,7 @@ def load_rate_curve(
     _check_scales(p, rate_scale, time_scale, duration)
     if window <= 0:
         raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
-    kind = fmt if fmt is not None else detect_format(p)
+    kind = resolve_format(p, fmt)
     if kind == "servegen":
         curve, win = _servegen_curve(p, rate_scale, time_scale)
         end = len(curve) * win if duration is None else min(duration, len(curve) * win)
@@ -216,7 +221,7 @@ def _chunks(
     path: Path, fmt: str | None, rate_scale: float, time_scale: float, duration: float | None, seed: int
 ) -> tuple[Iterator[RequestArrays], float]:
     _check_scales(path, rate_scale, time_scale, duration)
-    kind = fmt if fmt is not None else detect_format(path)
+    kind = resolve_format(path, fmt)
     if kind == "servegen":
         curve, win = _servegen_curve(path, rate_scale, time_scale)
         span = len(curve) * win if duration is None else min(duration, len(curve) * win)

@@ -113,4 +113,4 @@ def test_the_seed_spread_counts_the_seeds_that_meet_both_goals() -> None:
 def test_without_other_seeds_there_is_no_spread() -> None:
     run = TraceRun("azure", Path("azure.csv"), "azure", 1.0, (1.0, 1.0))
     run.request_level = {"inferscale": _result("inferscale", 0.99, 10.0)}
-    assert _seed_table(run) == _seed_table(run)[:2]
+    assert len(_seed_table(run)) == 2  # the header alone
