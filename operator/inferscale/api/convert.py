@@ -46,7 +46,13 @@ def capacity_prior(
     if model.profile is None:
         return None
     try:
-        profile = replica_profile(model.profile, model.gpu, model.tensor_parallel)
+        profile = replica_profile(
+            model.profile,
+            model.gpu,
+            model.tensor_parallel,
+            max_num_seqs=model.max_num_seqs,
+            max_num_batched_tokens=model.max_num_batched_tokens,
+        )
         rps = replica_capacity_rps(profile, input_tokens, output_tokens, slo_ttft, slo_itl)
     except PerfError as e:
         raise InvalidSpec([f"spec.model: {e}"]) from None

@@ -55,6 +55,17 @@ class ModelRef(BaseModel):
     )
     gpu: str = Field(default="h100-80gb", description="GPU catalog entry of one replica; used with profile.")
     tensor_parallel: int = Field(default=1, ge=1, description="GPUs per replica (tensor parallel size).")
+    max_num_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        description="The engine's vLLM --max-num-seqs, for the prior. Unset: vLLM's default for the GPU.",
+    )
+    max_num_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="The engine's vLLM --max-num-batched-tokens (the chunked-prefill budget), for the prior. "
+        "Unset: vLLM's default for the GPU.",
+    )
 
 
 class ScaleTargetRef(BaseModel):

@@ -15,6 +15,7 @@ from inferscale.perf import (
     gpu_spec,
     max_concurrency,
     operating_point,
+    prefill_step,
     replica_memory,
     replica_profile,
 )
@@ -57,6 +58,8 @@ def build_plan(
     slo_ttft: str,
     slo_itl: str,
     gpu_price: float | None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message."""
     if dtype.lower() not in DTYPE_BYTES:
@@ -76,8 +79,9 @@ def build_plan(
     ttft, itl = _slo("--slo-ttft", slo_ttft), _slo("--slo-itl", slo_itl)
     dtype = dtype.lower()
 
-    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype)
-    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype)
+    limits = (max_num_seqs, max_num_batched_tokens)
+    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
+    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
     if input_tokens is not None and output_tokens is not None:
         length = input_tokens + output_tokens
         if length > profile.kv_capacity_tokens:
@@ -123,6 +127,7 @@ def build_plan(
         "max_concurrency": None,
         "replica_capacity_rps": None,
         "operating_point": None,
+        "prefill_step": None,
         "rps": rps,
         "replicas_needed": None,
         "gpus": None,
@@ -141,6 +146,13 @@ def build_plan(
         "itl": _finite(op.itl),
         "ttft_p95": _finite(op.ttft_p95),  # None: unbounded, the queue grows at the peak rate
         "limited_by": op.limited_by,
+    }
+    step = prefill_step(profile, float(input_tokens), float(output_tokens), op.batch if op.rate_rps > 0 else 0, itl)
+    plan["prefill_step"] = {
+        "chunk_tokens": step.chunk_tokens,
+        "step_s": step.step_s,
+        "within_itl_slo": step.within_slo,
+        "max_num_batched_tokens_within_itl_slo": step.budget_within_slo,
     }
     if rps is not None and op.rate_rps > 0:
         replicas = math.ceil(rps / op.rate_rps)
@@ -206,6 +218,8 @@ def _render(plan: dict[str, Any], console: Console) -> None:
         else:
             c.add_row("replica capacity", f"{plan['replica_capacity_rps']:.2f} req/s (limited by {op['limited_by']})")
             c.add_row("at batch / ITL / TTFT P95", f"{op['batch']:.0f} / {_ms(op['itl'])} / {_ms(op['ttft_p95'])}")
+        step = plan["prefill_step"]
+        c.add_row("step with a prompt's prefill chunk", f"{step['chunk_tokens']:,} tokens: {_ms(step['step_s'])}")
         if plan["rps"] is not None:
             c.add_row("load", f"{plan['rps']:g} req/s")
             if plan["replicas_needed"] is not None:
@@ -214,6 +228,26 @@ def _render(plan: dict[str, Any], console: Console) -> None:
                 c.add_row("cost", f"${plan['cost_per_hour']:,.2f}/h at ${plan['gpu_price_per_hour']:g}/GPU-h")
     c.add_row("cost per replica", f"${plan['cost_per_replica_hour']:,.2f}/h ({plan['gpu_price_source']})")
     console.print(c)
+    note = _prefill_note(plan)
+    if note is not None:
+        console.print(note, style="yellow")
+
+
+def _prefill_note(plan: dict[str, Any]) -> str | None:
+    step = plan["prefill_step"]
+    if step is None or step["within_itl_slo"] is not False:
+        return None
+    budget = step["max_num_batched_tokens_within_itl_slo"]
+    fix = (
+        f"vLLM --max-num-batched-tokens {budget} (with --max-num-seqs at most that) keeps it within"
+        if budget is not None
+        else "no token budget keeps it within: the SLO is below the step's fixed cost"
+    )
+    return (
+        f"note: a step carrying {step['chunk_tokens']:,} prefill tokens of one prompt takes {_ms(step['step_s'])}, "
+        "over the ITL SLO. Requests with few output tokens that share such a step miss a per-request ITL (TPOT) "
+        f"target that the mean ITL meets, at any replica count; {fix}."
+    )
 
 
 def plan(
@@ -228,6 +262,10 @@ def plan(
     slo_ttft: Annotated[str, typer.Option(help="TTFT P95 target, e.g. 500ms; 'none' disables.")] = "500ms",
     slo_itl: Annotated[str, typer.Option(help="Mean ITL target, e.g. 50ms; 'none' disables.")] = "50ms",
     gpu_price: Annotated[float | None, typer.Option(help="USD per GPU-hour (default: catalog assumption).")] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM --max-num-seqs (default: vLLM's for the GPU).")] = None,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option(help="vLLM --max-num-batched-tokens, the chunked-prefill budget (default: vLLM's).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Size a deployment: memory breakdown, KV capacity, one replica's capacity at the SLO, replicas and cost."""
@@ -244,6 +282,8 @@ def plan(
             slo_ttft,
             slo_itl,
             gpu_price,
+            max_num_seqs,
+            max_num_batched_tokens,
         )
     except (PlanInputError, PerfError) as e:
         typer.echo(f"error: {e}", err=True)

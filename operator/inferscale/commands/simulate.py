@@ -125,6 +125,8 @@ def build_scenario(
     interval: str,
     seed: int,
     slo_tpot: str | None = None,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> Scenario:
     if trace.is_dir():
         raise SimulateInputError(f"--trace {trace}: is a directory, not a trace file")
@@ -158,6 +160,8 @@ def build_scenario(
         time_to_ready=ttr,
         interval=_duration("--interval", interval),
         seed=seed,
+        max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens,
     )
 
 
@@ -245,6 +249,16 @@ def simulate(
         list[str] | None, typer.Option("--policy", help="Policy to run (repeatable); all when omitted.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for request generation and time-to-ready.")] = 0,
+    max_num_seqs: Annotated[
+        int | None, typer.Option("--max-num-seqs", help="vLLM --max-num-seqs of every replica (default: vLLM's).")
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-num-batched-tokens",
+            help="vLLM --max-num-batched-tokens, the chunked-prefill budget of every replica (default: vLLM's).",
+        ),
+    ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     workers: Annotated[
@@ -298,6 +312,8 @@ def simulate(
             interval,
             seed,
             slo_tpot,
+            max_num_seqs,
+            max_num_batched_tokens,
         )
         if mode not in MODES:
             raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")

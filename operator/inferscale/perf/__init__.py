@@ -2,6 +2,7 @@
 
 from inferscale.perf.capacity import OperatingPoint, max_concurrency, operating_point, replica_capacity_rps
 from inferscale.perf.catalog import GPUSpec, ModelSpec, gpu_spec, known_gpus, known_models, model_spec
+from inferscale.perf.chunking import PrefillStep, prefill_step
 from inferscale.perf.errors import DoesNotFit, InvalidParallelism, PerfError, UnknownGPU, UnknownModel
 from inferscale.perf.memory import MemoryBreakdown, kv_bytes_per_token
 from inferscale.perf.profile import ReplicaProfile, replica_memory, replica_profile
@@ -15,6 +16,7 @@ __all__ = [
     "ModelSpec",
     "OperatingPoint",
     "PerfError",
+    "PrefillStep",
     "ReplicaProfile",
     "StepCoefficients",
     "UnknownGPU",
@@ -26,6 +28,7 @@ __all__ = [
     "max_concurrency",
     "model_spec",
     "operating_point",
+    "prefill_step",
     "replica_capacity_rps",
     "replica_memory",
     "replica_profile",

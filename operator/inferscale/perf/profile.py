@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferscale.perf.catalog import gpu_spec, model_spec, vllm_batch_defaults
+from inferscale.perf.catalog import GPUSpec, gpu_spec, model_spec, vllm_batch_defaults
+from inferscale.perf.errors import PerfError
 from inferscale.perf.memory import MemoryBreakdown, check_tp, memory_breakdown
 from inferscale.perf.steptime import StepCoefficients, step_coefficients
 
@@ -25,23 +26,55 @@ class ReplicaProfile:
     step: StepCoefficients
 
 
+def batch_limits(
+    gpu: GPUSpec, max_num_seqs: int | None = None, max_num_batched_tokens: int | None = None
+) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens): vLLM's defaults for this GPU where not given. Raises
+    PerfError for what vLLM itself refuses to start with."""
+    default_seqs, default_tokens = vllm_batch_defaults(gpu)
+    seqs = default_seqs if max_num_seqs is None else max_num_seqs
+    tokens = default_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    for name, value in (("max_num_seqs", seqs), ("max_num_batched_tokens", tokens)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PerfError(f"{name} must be a whole number >= 1, got {value!r}")
+    if tokens < seqs:
+        # vLLM's SchedulerConfig refuses this too: a step could not carry one token for every running sequence
+        raise PerfError(
+            f"max_num_batched_tokens ({tokens}) must be >= max_num_seqs ({seqs}); "
+            f"vLLM's default max_num_seqs on {gpu.name} is {default_seqs}"
+        )
+    return seqs, tokens
+
+
 def replica_memory(
-    model: str, gpu: str, tp: int = 1, gpu_memory_utilization: float = 0.9, weight_dtype: str = "bf16"
+    model: str,
+    gpu: str,
+    tp: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    weight_dtype: str = "bf16",
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> MemoryBreakdown:
     """Per-GPU memory breakdown of one replica (raises UnknownModel, UnknownGPU, InvalidParallelism,
-    DoesNotFit, PerfError)."""
+    DoesNotFit, PerfError). Batch limits left None are vLLM's defaults for the GPU."""
     m, g = model_spec(model), gpu_spec(gpu)
     check_tp(m, tp)
-    seqs, tokens = vllm_batch_defaults(g)
+    seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
     return memory_breakdown(m, g, tp, gpu_memory_utilization, seqs, tokens, BLOCK_SIZE, weight_dtype)
 
 
 def replica_profile(
-    model: str, gpu: str, tp: int = 1, gpu_memory_utilization: float = 0.9, weight_dtype: str = "bf16"
+    model: str,
+    gpu: str,
+    tp: int = 1,
+    gpu_memory_utilization: float = 0.9,
+    weight_dtype: str = "bf16",
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> ReplicaProfile:
     m, g = model_spec(model), gpu_spec(gpu)
-    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, weight_dtype)
-    seqs, tokens = vllm_batch_defaults(g)
+    seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
+    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, weight_dtype, seqs, tokens)
     return ReplicaProfile(
         model=m.name,
         gpu=g.name,

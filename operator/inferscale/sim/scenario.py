@@ -46,6 +46,8 @@ class Scenario:
     seed: int = 0
     min_replicas: int = 1
     max_replicas: int | None = None
+    max_num_seqs: int | None = None  # vLLM's batch limits; None: vLLM's defaults for the GPU
+    max_num_batched_tokens: int | None = None
 
     def describe(self) -> dict[str, object]:
         return {
@@ -63,6 +65,8 @@ class Scenario:
             "time_to_ready": str(self.time_to_ready),
             "interval_s": self.interval,
             "seed": self.seed,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
         }
 
 
@@ -81,7 +85,7 @@ class Prepared:
 def prepare(s: Scenario) -> Prepared:
     """Load and scale the trace, build the profile, size the fleet bounds. Raises TraceError, PerfError
     or ValueError with a message fit for the user."""
-    profile = replica_profile(s.model, s.gpu, s.tp)
+    profile = _profile(s)
     arrays, span = load_request_arrays(s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, s.seed)
     if len(arrays) == 0:
         raise ValueError(f"{s.trace}: no request in the selected window; nothing to simulate")
@@ -126,8 +130,14 @@ def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     return curve, duration, sum(p.rate * (min(p.t + step, duration) - p.t) for p in curve)
 
 
+def _profile(s: Scenario) -> ReplicaProfile:
+    return replica_profile(
+        s.model, s.gpu, s.tp, max_num_seqs=s.max_num_seqs, max_num_batched_tokens=s.max_num_batched_tokens
+    )
+
+
 def prepare_fluid(s: Scenario) -> FluidPrepared:
-    profile = replica_profile(s.model, s.gpu, s.tp)
+    profile = _profile(s)
     curve, duration, total = expected_requests(s)
     ctx, cfg = _sized(s, profile, _context(s, profile, Trace(s.trace.stem, (), duration), tuple(curve)))
     return FluidPrepared(s, profile, curve, duration, total, ctx, cfg)

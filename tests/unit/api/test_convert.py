@@ -81,3 +81,17 @@ def test_unreachable_slo_leaves_the_prior_unknown_not_zero() -> None:
 def test_bad_profile_is_an_invalid_spec(model: ModelRef, message: str) -> None:
     with pytest.raises(InvalidSpec, match=message):
         capacity_prior(model, 0.5, 0.05)
+
+
+def test_the_engines_batch_limits_change_the_prior() -> None:
+    # Mooncake-like lengths: the token budget bounds how many long prompts a replica batches
+    lengths = (7.0, 0.05, 15000, 149)
+    default = capacity_prior(ModelRef(name="m", profile="llama-3.1-8b"), *lengths)
+    small = capacity_prior(ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=2048), *lengths)
+    assert default is not None and small is not None and small < default
+
+
+def test_batch_limits_vllm_refuses_are_an_invalid_spec() -> None:
+    model = ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=512)
+    with pytest.raises(InvalidSpec, match=r"spec.model: max_num_batched_tokens \(512\) must be >= max_num_seqs"):
+        capacity_prior(model, 0.5, 0.05)

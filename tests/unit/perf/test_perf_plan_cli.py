@@ -106,3 +106,29 @@ def test_bad_input_is_a_message_and_exit_code_2(args: list[str], message: str) -
 
 def test_plan_is_registered_on_the_inferscale_command() -> None:
     assert "plan" in [c.name for c in cli.app.registered_commands]
+
+
+MOONCAKE = ["--rps", "40", "--input-tokens", "15000", "--output-tokens", "149", "--slo-ttft", "7s"]
+
+
+def test_a_prefill_step_over_the_itl_slo_is_reported_with_the_budget_that_fits() -> None:
+    plan = _json([*BASE, *MOONCAKE])
+    step = plan["prefill_step"]
+    assert step["within_itl_slo"] is False and step["step_s"] > 0.05
+    budget = step["max_num_batched_tokens_within_itl_slo"]
+    assert budget is not None and budget < plan["max_num_batched_tokens"]
+    text = runner.invoke(app, [*BASE, *MOONCAKE])
+    assert text.exit_code == 0, text.output
+    words = " ".join(text.output.split())  # the console wraps the note
+    assert "over the ITL SLO" in words and f"--max-num-batched-tokens {budget}" in words
+    fixed = _json([*BASE, *MOONCAKE, "--max-num-batched-tokens", str(budget)])
+    assert fixed["max_num_batched_tokens"] == budget and fixed["prefill_step"]["within_itl_slo"] is True
+    fixed_text = runner.invoke(app, [*BASE, *MOONCAKE, "--max-num-batched-tokens", str(budget)]).output
+    assert "over the ITL SLO" not in " ".join(fixed_text.split())
+
+
+def test_batch_limits_vllm_refuses_exit_2_with_the_reason() -> None:
+    result = runner.invoke(app, [*BASE, "--max-num-batched-tokens", "512"])
+    assert result.exit_code == 2
+    assert "max_num_batched_tokens (512) must be >= max_num_seqs (1024)" in result.output
+    assert "Traceback" not in result.output

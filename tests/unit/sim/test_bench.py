@@ -15,6 +15,7 @@ from inferscale.sim.bench import (
     closed_loop,
     scale_for,
     slo_ttft_for,
+    suggested_budget,
     unloaded_ttft_misses,
 )
 from inferscale.sim.engine import EngineConfig
@@ -114,3 +115,15 @@ def test_without_other_seeds_there_is_no_spread() -> None:
     run = TraceRun("azure", Path("azure.csv"), "azure", 1.0, (1.0, 1.0))
     run.request_level = {"inferscale": _result("inferscale", 0.99, 10.0)}
     assert len(_seed_table(run)) == 2  # the header alone
+
+
+def test_the_planner_suggests_a_budget_only_where_a_prefill_step_is_over_the_itl_target() -> None:
+    profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    assert suggested_budget(profile, (15000.0, 149.0), 7.0) == 2048  # Mooncake's mean lengths
+    assert suggested_budget(profile, (1155.0, 211.0), 0.5) is None  # Azure's
+    assert (
+        suggested_budget(
+            replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=2048), (15000.0, 149.0), 7.0
+        )
+        is None
+    )

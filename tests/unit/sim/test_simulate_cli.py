@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import inferscale.commands.simulate as simulate_cmd
 from inferscale.cli import app
+from inferscale.perf import replica_profile
 from inferscale.sim.run import RunResult, Timeline, parallel
 from inferscale.sim.scores import Scores
 
@@ -71,6 +72,8 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--mode", "fast"], "--mode"),
         (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
         (["--workers", "-3"], "--workers must be >= 0"),
+        (["--max-num-batched-tokens", "512"], "max_num_batched_tokens (512) must be >= max_num_seqs (1024)"),
+        (["--max-num-seqs", "0"], "max_num_seqs must be a whole number >= 1"),
         (["--policy", "keda-queue", "--policy", "oracle", "--policy", "keda-queue"], "--policy keda-queue is given"),
     ],
 )
@@ -215,6 +218,27 @@ def test_the_per_request_tpot_slo_reaches_inferscales_spec(azure_trace: Path, tm
     )  # fmt: skip
     assert code == 0, stdout
     assert json.loads(out.read_text())["scenario"]["slo_tpot_p95_s"] == pytest.approx(0.04)
+
+
+def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Path) -> None:
+    trace = tmp_path / "long.csv"  # ten minutes of 2 requests/s with 12,000-token prompts and short answers
+    rows = [f"2023-11-16 18:{10 + int(i // 120):02d}:{(i * 0.5) % 60:09.6f},12000,8\n" for i in range(1200)]
+    trace.write_text(AZURE_HEADER + "".join(rows))
+
+    def ttft_p95(*budget: str) -> float:
+        out = tmp_path / "r.json"
+        code, stdout, _ = invoke(
+            "--trace", str(trace), "--policy", "static-peak", "--time-to-ready", "60s", "--slo-ttft", "5s",
+            "--json", str(out), "--workers", "1", *budget,
+        )  # fmt: skip
+        assert code == 0, stdout
+        doc = json.loads(out.read_text())
+        assert doc["scenario"]["max_num_batched_tokens"] == (int(budget[1]) if budget else None)
+        return float(doc["policies"]["static-peak"]["ttft_p95_s"])
+
+    # a 12,000-token prompt takes 12 steps at a 1,024-token budget, 2 at vLLM's 8,192: 10 more fixed step costs
+    step = replica_profile("llama-3.1-8b", "h100-80gb").step.c0
+    assert ttft_p95("--max-num-batched-tokens", "1024") - ttft_p95() == pytest.approx(10 * step, rel=0.2)
 
 
 def test_the_table_shows_a_short_replays_gpu_hours_rather_than_zero() -> None:

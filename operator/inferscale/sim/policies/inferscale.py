@@ -37,7 +37,15 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
         slo["tpotP95"] = _duration(ctx.slo_tpot)
     return InferenceServiceSpec.model_validate(
         {
-            "model": {"name": p.model, "profile": p.model, "gpu": p.gpu, "tensorParallel": p.tp},
+            # the engine's batch limits too, so the prior is the capacity of the replicas it runs on
+            "model": {
+                "name": p.model,
+                "profile": p.model,
+                "gpu": p.gpu,
+                "tensorParallel": p.tp,
+                "maxNumSeqs": p.max_num_seqs,
+                "maxNumBatchedTokens": p.max_num_batched_tokens,
+            },
             "scaleTargetRef": {"name": "simulated"},
             "replicas": {"min": max(ctx.min_replicas, 1), "max": ctx.max_replicas},
             "slo": slo,

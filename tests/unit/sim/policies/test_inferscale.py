@@ -105,3 +105,15 @@ def test_the_contexts_per_request_tpot_slo_becomes_the_specs_and_the_policys() -
     assert Inferscale(make_ctx()).policy.slo_tpot_p95 is None
     policy = Inferscale(make_ctx(slo_tpot=0.04))
     assert policy.spec.slo.tpot_p95 == "0.040s" and policy.policy.slo_tpot_p95 == pytest.approx(0.04)
+
+
+def test_the_spec_carries_the_engines_batch_limits() -> None:
+    from inferscale.perf import replica_profile
+
+    profile = replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=2048)
+    policy = Inferscale(make_ctx(profile=profile))
+    assert policy.spec.model.max_num_batched_tokens == 2048
+    assert policy.spec.model.max_num_seqs == profile.max_num_seqs
+    assert policy.policy.capacity_prior_rps == pytest.approx(
+        replica_capacity_rps(profile, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, 0.5, 0.05)
+    )
