@@ -85,10 +85,10 @@ class TraceRun:
     # seed -> policy -> result, for inferscale and the oracle
     seeds: dict[int, dict[str, RunResult]] = field(default_factory=dict)
     # where `inferscale plan` flags the engine's prefill step as over the ITL SLO: its suggested token
-    # budget, and the request-level replay again with every replica at that budget
+    # budget, and the request-level replay (and its seeds) again with every replica at that budget
     budget: int | None = None
     default_budget: int = 0
-    at_budget: dict[str, RunResult] = field(default_factory=dict)
+    at_budget: TraceRun | None = None
 
 
 def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
@@ -165,7 +165,9 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     )
     run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in level_names], args, log)
     run.default_budget = profile.max_num_batched_tokens
-    run.budget, run.at_budget = _at_suggested_budget(scenario, profile, lengths, level_names, args, log)
+    run.budget = suggested_budget(profile, lengths, slo_ttft)
+    if run.budget is not None:
+        run.at_budget = _at_budget(run, replace(scenario, max_num_batched_tokens=run.budget), level_names, args, log)
     curve = rate_curve(prepared.context.trace, 60.0)
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
@@ -182,28 +184,31 @@ def suggested_budget(profile: ReplicaProfile, lengths: tuple[float, float], slo_
     return step.budget_within_slo
 
 
-def _at_suggested_budget(
-    scenario: Scenario,
-    profile: ReplicaProfile,
-    lengths: tuple[float, float],
-    names: list[str],
-    args: argparse.Namespace,
-    log: ProgressLog,
-) -> tuple[int | None, dict[str, RunResult]]:
-    """The request-level replay with every replica at the planner's token budget (same rate, target and
-    seed), when the planner suggests one: what the operator of such a fleet would try first."""
-    budget = suggested_budget(profile, lengths, scenario.slo_ttft)
-    if budget is None:
-        return None, {}
-    log(f"  at --max-num-batched-tokens {budget} (the planner's suggestion)")
-    prepared = prepare(replace(scenario, max_num_batched_tokens=budget))
-    results = parallel(
+def _at_budget(
+    run: TraceRun, scenario: Scenario, names: list[str], args: argparse.Namespace, log: ProgressLog
+) -> TraceRun:
+    """The request-level replay, and its seeds, with every replica at the planner's token budget (same
+    rate, target and seeds): what the operator of such a fleet would try first."""
+    log(f"  at --max-num-batched-tokens {scenario.max_num_batched_tokens} (the planner's suggestion)")
+    prepared = prepare(scenario)
+    variant = TraceRun(
+        f"{run.name} with --max-num-batched-tokens {scenario.max_num_batched_tokens}",
+        run.path,
+        run.fmt,
+        run.rate_scale,
+        run.mean_lengths,
+        requests=len(prepared.workload),
+        duration=prepared.workload.duration,
+        slo_ttft=run.slo_ttft,
+    )
+    variant.request_level = parallel(
         names,
         lambda n: run_policy(prepared.workload, prepared.policy(n), prepared.run_config),
         args.workers,
         lambda r: log(f"    {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
     )
-    return budget, results
+    variant.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in names], args, log)
+    return variant
 
 
 def _other_seeds(
@@ -305,6 +310,10 @@ def closed_loop(
 
 def _pct(x: float) -> str:
     return "–" if math.isnan(x) else f"{100 * x:.2f}%"
+
+
+def _variants(runs: list[TraceRun]) -> list[TraceRun]:
+    return [run.at_budget for run in runs if run.at_budget is not None]
 
 
 def _by_seed(run: TraceRun) -> dict[int, dict[str, RunResult]]:
@@ -490,15 +499,15 @@ def write_report(
             f"| inferscale ≥ 99% attainment at ≤ 1.15× oracle GPU-h, ahead of every baseline — {run.name} ({mode}) "
             f"| {_pct(me.scores.slo_attainment)} at {_ratio(me, res):.3f}× |"
         )
-    for run in runs:
-        me = run.at_budget.get(INFERSCALE)
+    for variant in _variants(runs):
+        me = variant.request_level.get(INFERSCALE)
         if me is not None:
             lines.append(
-                f"| inferscale ≥ 99% attainment at ≤ 1.15× oracle GPU-h, ahead of every baseline — {run.name} "
-                f"(request-level) with the planner's --max-num-batched-tokens {run.budget} "
-                f"| {_pct(me.scores.slo_attainment)} at {_ratio(me, run.at_budget):.3f}× |"
+                f"| inferscale ≥ 99% attainment at ≤ 1.15× oracle GPU-h, ahead of every baseline — {variant.name}, "
+                f"the planner's budget (request-level) | {_pct(me.scores.slo_attainment)} at "
+                f"{_ratio(me, variant.request_level):.3f}× |"
             )
-    for run in runs:
+    for run in [*runs, *_variants(runs)]:
         if _by_seed(run):
             lines.append(_seed_goal(run, "request-level slice" if run.fluid_full else "request-level"))
     lines.append(f"| simulator ≥ {GOAL_SPEED:,.0f} requests/s on one core | {speed[0]:,.0f} requests/s ({speed[1]}) |")
@@ -515,7 +524,7 @@ def write_report(
     lines.append("")
     for run in runs:
         lines += _trace_section(run, args)
-    seeded = [run for run in runs if _by_seed(run)]
+    seeded = [run for run in [*runs, *_variants(runs)] if _by_seed(run)]
     if seeded:
         lines += [
             "## Seed spread (request level)",
@@ -616,7 +625,7 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
         f"![{run.name}](img/sim-{run.name}.png)",
         "",
     ]
-    if run.at_budget:
+    if run.at_budget is not None:
         lines += [
             "### The same replay at the token budget `inferscale plan` suggests: "
             f"--max-num-batched-tokens {run.budget}",
@@ -629,11 +638,11 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
             "that budget here; "
             "the rate, the TTFT target and the seed are those of the table above.",
             "",
-            *_policy_table(run.at_budget),
+            *_policy_table(run.at_budget.request_level),
             "",
             "inferscale against the goals:",
             "",
-            *_verdict(run.at_budget, run.slo_ttft),
+            *_verdict(run.at_budget.request_level, run.slo_ttft),
             "",
         ]
     return lines
