@@ -6,7 +6,15 @@ from dataclasses import replace
 
 from inferscale.api.models import InvalidSpec
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec, ModelRef
-from inferscale.perf import PerfError, replica_capacity_rps, replica_profile
+from inferscale.perf import (
+    PerfError,
+    PrefillStep,
+    ReplicaProfile,
+    operating_point,
+    prefill_step,
+    replica_capacity_rps,
+    replica_profile,
+)
 from inferscale.scaling.durations import parse_duration
 from inferscale.scaling.types import Observation, Policy, ScaleRule, Schedule
 
@@ -46,17 +54,37 @@ def capacity_prior(
     if model.profile is None:
         return None
     try:
-        profile = replica_profile(
-            model.profile,
-            model.gpu,
-            model.tensor_parallel,
-            max_num_seqs=model.max_num_seqs,
-            max_num_batched_tokens=model.max_num_batched_tokens,
-        )
-        rps = replica_capacity_rps(profile, input_tokens, output_tokens, slo_ttft, slo_itl)
+        rps = replica_capacity_rps(_profile(model, model.profile), input_tokens, output_tokens, slo_ttft, slo_itl)
     except PerfError as e:
         raise InvalidSpec([f"spec.model: {e}"]) from None
     return rps if rps > 0 else None
+
+
+def _profile(model: ModelRef, profile: str) -> ReplicaProfile:
+    return replica_profile(
+        profile,
+        model.gpu,
+        model.tensor_parallel,
+        max_num_seqs=model.max_num_seqs,
+        max_num_batched_tokens=model.max_num_batched_tokens,
+    )
+
+
+def prefill_check(
+    model: ModelRef, obs: Observation, slo_ttft: float | None, slo_itl: float | None
+) -> PrefillStep | None:
+    """The engine step that carries one prompt's prefill chunk, at the request lengths the engines report
+    and the batch a replica holds at the SLO (see `perf.chunking`). None without a profile, reported
+    lengths or an ITL SLO, or when the perf model refuses the profile or the lengths."""
+    lengths = observed_lengths(obs)
+    if model.profile is None or lengths is None or slo_itl is None:
+        return None
+    try:
+        profile = _profile(model, model.profile)
+        point = operating_point(profile, *lengths, slo_ttft, slo_itl)
+        return prefill_step(profile, *lengths, point.batch if point.rate_rps > 0 else 0.0, slo_itl)
+    except PerfError:
+        return None
 
 
 def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Policy:

@@ -15,7 +15,16 @@ from pydantic import BaseModel, Field
 from inferscale.api.fields import STATUS_CONFIG
 
 HISTORY_LIMIT = 20
-CONDITION_TYPES = ("Ready", "MetricsAvailable", "SLOMet", "ScalingLimited", "CapacityBlocked", "Advisory", "Conflict")
+CONDITION_TYPES = (
+    "Ready",
+    "MetricsAvailable",
+    "SLOMet",
+    "ScalingLimited",
+    "CapacityBlocked",
+    "Advisory",
+    "Conflict",
+    "PrefillStepWithinITL",
+)
 
 _RFC3339 = "RFC 3339 time."
 

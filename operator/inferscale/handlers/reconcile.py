@@ -25,7 +25,7 @@ from inferscale.adapters.workload import (
     rfc3339,
     target_state,
 )
-from inferscale.api.convert import policy_from_spec, with_observed_prior
+from inferscale.api.convert import policy_from_spec, prefill_check, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
@@ -41,6 +41,7 @@ from inferscale.handlers.status import (
     merge_conditions,
     metrics_condition,
     observed,
+    prefill_condition,
     recommendations,
     refresh_due,
     slo_condition,
@@ -330,6 +331,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
     policy = with_observed_prior(policy, spec.model, obs)
+    prefill = prefill_condition(
+        prefill_check(spec.model, obs, policy.slo_ttft_p95, policy.slo_itl_mean), policy.slo_itl_mean
+    )
     rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
     decision = decide(obs, policy, state, now, rates)
 
@@ -356,7 +360,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                 )
     new_state = decision.state if acted else _unrecorded(decision, now)
 
-    await _write(rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted)
+    await _write(rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill)
     return decision
 
 
@@ -374,6 +378,7 @@ async def _write(
     state: ScalerState,
     target: str,
     acted: bool,
+    prefill: Condition,
 ) -> None:
     meta = body.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -408,11 +413,12 @@ async def _write(
             else "decisions are applied",
         ),
         Condition("Conflict", "False", "NoConflict", "no other autoscaler targets this workload"),
+        prefill,
     ]
     for c in conditions:
-        if c.type in ("MetricsAvailable", "CapacityBlocked") and condition_changed(previous, c):
-            bad = (c.type == "MetricsAvailable" and c.status == "False") or (
-                c.type == "CapacityBlocked" and c.status == "True"
+        if c.type in ("MetricsAvailable", "CapacityBlocked", prefill.type) and condition_changed(previous, c):
+            bad = (c.type == "CapacityBlocked" and c.status == "True") or (
+                c.type != "CapacityBlocked" and c.status == "False"
             )
             if bad:
                 await post_event(rt, body, "Warning", c.reason, c.message, now)

@@ -8,6 +8,7 @@ from typing import Any
 
 from inferscale.adapters.workload import parse_time, rfc3339
 from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer list fails the whole patch
+from inferscale.perf import PrefillStep
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Decision, MetricsState, Observation
 
@@ -83,6 +84,36 @@ def slo_condition(
         "True" if decision.slo_met else "False",
         "WithinSLO" if decision.slo_met else "SLOViolated",
         ", ".join(parts) or "latency within objectives",
+    )
+
+
+def prefill_condition(step: PrefillStep | None, slo_itl: float | None) -> Condition:
+    """Whether one engine step that carries a prompt's prefill chunk fits the ITL SLO: when it does not, short
+    answers that share such steps miss their own ITL at any replica count, and only the engine's token
+    budget fixes that (see `perf.chunking`)."""
+    kind = "PrefillStepWithinITL"
+    if step is None or step.within_slo is None or slo_itl is None:
+        return Condition(
+            kind, "Unknown", "NotAssessed", "needs spec.model.profile, the engines' token rates and an ITL SLO"
+        )
+    head = (
+        f"a step carrying one mean prompt's prefill chunk ({step.chunk_tokens:,} tokens) takes "
+        f"{format_duration(step.step_s)}"
+    )
+    if step.within_slo:
+        return Condition(kind, "True", "WithinITL", f"{head}, within the ITL SLO {format_duration(slo_itl)}")
+    budget = step.budget_within_slo
+    fix = (
+        f"vLLM --max-num-batched-tokens {budget} (and spec.model.maxNumBatchedTokens to match) keeps it within"
+        if budget is not None
+        else "no token budget keeps it within: the SLO is below the step's fixed cost"
+    )
+    return Condition(
+        kind,
+        "False",
+        "PrefillStepOverITL",
+        f"{head}, over the ITL SLO {format_duration(slo_itl)}: requests with few output tokens that share such "
+        f"steps miss a per-request ITL (TPOT) target at any replica count; {fix}",
     )
 
 

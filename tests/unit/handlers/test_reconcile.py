@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from inferscale.adapters.kube import KubeError
-from inferscale.adapters.prometheus import QUERIES, FleetSnapshot
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.reconcile import Runtime, reconcile
@@ -270,3 +270,42 @@ async def test_a_changed_observation_is_written_at_once() -> None:
     body = svc(GOOD, merged({}, {"status": kube.statuses()[-1]})["status"])
     await reconcile(rt, tick(at=NOW + 10, deployments={}), body)  # the target vanished: news
     assert len(kube.statuses()) == 2
+
+
+def engine_sample(pod: str, value: float, **labels: str) -> dict[str, Any]:
+    return {"metric": {"namespace": "ns", "pod": pod, "model_name": "m", **labels}, "value": [NOW, str(value)]}
+
+
+def long_prompt_fleet(pod: str) -> FleetSnapshot:
+    """One Ready pod finishing 2 requests/s of 15,000-token prompts and 149-token answers."""
+    pods: dict[tuple[str, str, str], PodSeries] = {}
+    answers = {
+        "gauges": [
+            engine_sample(pod, 0.2, __name__="vllm:kv_cache_usage_perc"),
+            engine_sample(pod, 0, __name__="vllm:num_requests_waiting"),
+            engine_sample(pod, 4, __name__="vllm:num_requests_running"),
+        ],
+        "sample_time": [engine_sample(pod, NOW - 2)],
+        "requests": [engine_sample(pod, 2.0)],
+        "prompt_tokens": [engine_sample(pod, 30000.0)],
+        "generation_tokens": [engine_sample(pod, 298.0)],
+    }
+    for name, result in answers.items():
+        parse_vector(name, result, pods)
+    return FleetSnapshot(NOW, pods, frozenset())
+
+
+async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() -> None:
+    kube = FakeKube()
+    pod = "llm-7d9f8c6b5-x2x4q"
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
+    t = tick(pods={"ns": [ready_pod(pod)]})
+    t.fleet[()] = long_prompt_fleet(pod)
+    await reconcile(runtime(kube), t, svc(spec))
+    status = kube.statuses()[-1]
+    (cond,) = [c for c in status["conditions"] if c["type"] == "PrefillStepWithinITL"]
+    assert cond["status"] == "False" and "--max-num-batched-tokens 2048" in cond["message"]
+    assert [e["reason"] for e in kube.events()].count("PrefillStepOverITL") == 1
+    # the next tick, with the condition already in status: no second warning
+    await reconcile(runtime(kube), t, svc(spec, status))
+    assert [e["reason"] for e in kube.events()].count("PrefillStepOverITL") == 1

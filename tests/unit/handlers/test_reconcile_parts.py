@@ -9,7 +9,7 @@ from inferscale.adapters.workload import (
     selector_matches,
     target_state,
 )
-from inferscale.api.convert import observed_lengths, with_observed_prior
+from inferscale.api.convert import observed_lengths, prefill_check, with_observed_prior
 from inferscale.api.spec import ModelRef
 from inferscale.handlers.collector import slim
 from inferscale.handlers.reconcile import managed_deployment
@@ -19,6 +19,7 @@ from inferscale.handlers.status import (
     has_news,
     merge_conditions,
     observed,
+    prefill_condition,
     refresh_due,
     slo_condition,
 )
@@ -228,3 +229,33 @@ def test_the_per_request_tpot_shows_in_observed_and_in_the_slo_condition_when_it
     assert cond.message.endswith(
         "TPOT P95 unknown: no vllm:request_time_per_output_token_seconds samples in the window"
     )
+
+
+def lengths(prompt: float, output: float, rate: float = 10.0) -> Observation:
+    return Observation(
+        at=0.0, current_replicas=2, ready_replicas=2, pods_reporting=2, state=MetricsState.COMPLETE,
+        request_rate=rate, prompt_token_rate=rate * prompt, generation_token_rate=rate * output,
+    )  # fmt: skip
+
+
+def test_a_prefill_step_over_the_itl_slo_is_a_false_condition_that_names_the_budget_that_fits() -> None:
+    model = ModelRef(name="m", profile="llama-3.1-8b")
+    long = prefill_check(model, lengths(15000, 149), 7.0, 0.05)  # Mooncake's mean lengths
+    cond = prefill_condition(long, 0.05)
+    assert (cond.type, cond.status, cond.reason) == ("PrefillStepWithinITL", "False", "PrefillStepOverITL")
+    assert "over the ITL SLO 50ms" in cond.message and "--max-num-batched-tokens 2048" in cond.message
+    # the engine at that budget, told to the operator: within
+    fixed = prefill_check(
+        ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=2048), lengths(15000, 149), 7.0, 0.05
+    )
+    assert prefill_condition(fixed, 0.05).status == "True"
+    assert prefill_condition(prefill_check(model, lengths(1155, 211), 0.5, 0.05), 0.05).reason == "WithinITL"
+
+
+def test_the_prefill_step_is_unknown_without_a_profile_lengths_or_an_itl_slo() -> None:
+    profiled = ModelRef(name="m", profile="llama-3.1-8b")
+    assert prefill_check(ModelRef(name="m"), lengths(15000, 149), 7.0, 0.05) is None
+    assert prefill_check(profiled, dataclasses.replace(lengths(15000, 149), prompt_token_rate=None), 7.0, 0.05) is None
+    assert prefill_check(profiled, lengths(15000, 149), 7.0, None) is None
+    cond = prefill_condition(None, 0.05)
+    assert (cond.status, cond.reason) == ("Unknown", "NotAssessed")
