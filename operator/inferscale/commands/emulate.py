@@ -29,6 +29,10 @@ def emulate(
     model: Annotated[str, typer.Option(help="Model catalog entry for the engines' performance.")] = "llama-3.1-8b",
     gpu: Annotated[str, typer.Option(help="GPU catalog entry.")] = "h100-80gb",
     tp: Annotated[int, typer.Option(help="Tensor parallel size (GPUs per replica).")] = 1,
+    max_num_seqs: Annotated[int | None, typer.Option(help="vLLM --max-num-seqs (default: vLLM's).")] = None,
+    max_num_batched_tokens: Annotated[
+        int | None, typer.Option(help="vLLM --max-num-batched-tokens (default: vLLM's).")
+    ] = None,
     model_name: Annotated[
         str, typer.Option(help="The model_name label the engines report.")
     ] = "meta-llama/Llama-3.1-8B-Instruct",
@@ -53,7 +57,9 @@ def emulate(
     except ValueError as e:
         raise _fail(str(e)) from None
     try:
-        profile = replica_profile(model, gpu, tp)
+        profile = replica_profile(
+            model, gpu, tp, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
+        )
     except PerfError as e:
         raise _fail(str(e)) from None
     try:

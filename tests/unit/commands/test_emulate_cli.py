@@ -34,6 +34,7 @@ def run(*args: str) -> tuple[int, str]:
         (["--duration", "soon"], "invalid duration 'soon'"),
         (["--model", "gpt-9"], "unknown model 'gpt-9'"),
         (["--format", "mooncake"], "azure.csv"),
+        (["--max-num-batched-tokens", "512"], "max_num_batched_tokens (512) must be >= max_num_seqs (1024)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(trace: Path, extra: list[str], message: str) -> None:
