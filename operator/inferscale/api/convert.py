@@ -10,7 +10,6 @@ from inferscale.perf import (
     PerfError,
     PrefillStep,
     ReplicaProfile,
-    operating_point,
     prefill_step,
     replica_capacity_rps,
     replica_profile,
@@ -80,9 +79,7 @@ def prefill_check(
     if model.profile is None or lengths is None or slo_itl is None:
         return None
     try:
-        profile = _profile(model, model.profile)
-        point = operating_point(profile, *lengths, slo_ttft, slo_itl)
-        return prefill_step(profile, *lengths, point.batch if point.rate_rps > 0 else 0.0, slo_itl)
+        return prefill_step(_profile(model, model.profile), *lengths, slo_ttft, slo_itl)
     except PerfError:
         return None
 

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from inferscale.perf import (
     PerfError,
+    advice,
     gpu_spec,
     max_concurrency,
     operating_point,
@@ -147,12 +148,15 @@ def build_plan(
         "ttft_p95": _finite(op.ttft_p95),  # None: unbounded, the queue grows at the peak rate
         "limited_by": op.limited_by,
     }
-    step = prefill_step(profile, float(input_tokens), float(output_tokens), op.batch if op.rate_rps > 0 else 0, itl)
+    step = prefill_step(profile, float(input_tokens), float(output_tokens), ttft, itl)
     plan["prefill_step"] = {
+        "batch": step.batch,
         "chunk_tokens": step.chunk_tokens,
         "step_s": step.step_s,
         "within_itl_slo": step.within_slo,
-        "max_num_batched_tokens_within_itl_slo": step.budget_within_slo,
+        "max_num_batched_tokens_within_itl_slo": step.fitting.max_num_batched_tokens if step.fitting else None,
+        "max_num_seqs_within_itl_slo": step.fitting.max_num_seqs if step.fitting else None,
+        "advice": advice(step, itl) if step.within_slo is False and itl is not None else None,
     }
     if rps is not None and op.rate_rps > 0:
         replicas = math.ceil(rps / op.rate_rps)
@@ -228,26 +232,8 @@ def _render(plan: dict[str, Any], console: Console) -> None:
                 c.add_row("cost", f"${plan['cost_per_hour']:,.2f}/h at ${plan['gpu_price_per_hour']:g}/GPU-h")
     c.add_row("cost per replica", f"${plan['cost_per_replica_hour']:,.2f}/h ({plan['gpu_price_source']})")
     console.print(c)
-    note = _prefill_note(plan)
-    if note is not None:
-        console.print(note, style="yellow")
-
-
-def _prefill_note(plan: dict[str, Any]) -> str | None:
-    step = plan["prefill_step"]
-    if step is None or step["within_itl_slo"] is not False:
-        return None
-    budget = step["max_num_batched_tokens_within_itl_slo"]
-    fix = (
-        f"vLLM --max-num-batched-tokens {budget} (with --max-num-seqs at most that) keeps it within"
-        if budget is not None
-        else "no token budget keeps it within: the SLO is below the step's fixed cost"
-    )
-    return (
-        f"note: a step carrying {step['chunk_tokens']:,} prefill tokens of one prompt takes {_ms(step['step_s'])}, "
-        "over the ITL SLO. Requests with few output tokens that share such a step miss a per-request ITL (TPOT) "
-        f"target that the mean ITL meets, at any replica count; {fix}."
-    )
+    if plan["prefill_step"] is not None and plan["prefill_step"]["advice"] is not None:
+        console.print(f"note: {plan['prefill_step']['advice']}.", style="yellow")
 
 
 def plan(

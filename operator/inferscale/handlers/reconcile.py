@@ -25,7 +25,7 @@ from inferscale.adapters.workload import (
     rfc3339,
     target_state,
 )
-from inferscale.api.convert import policy_from_spec, prefill_check, with_observed_prior
+from inferscale.api.convert import observed_lengths, policy_from_spec, prefill_check, with_observed_prior
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
@@ -38,6 +38,7 @@ from inferscale.handlers.status import (
     condition_changed,
     decision_status,
     has_news,
+    held,
     merge_conditions,
     metrics_condition,
     observed,
@@ -142,6 +143,10 @@ async def _problem(
     previous = status.get("conditions")
     if any(condition_changed(previous, c) for c in conditions if c.status != "True" or c.type == "Conflict"):
         await post_event(rt, body, "Warning", event_reason, message, now)
+    # the engine's assessment outlives a problem with the target, so it is not announced again when that clears
+    engine = held(previous, prefill_condition(None, None, lengths_known=False))
+    if engine.status != "Unknown":
+        conditions = [*conditions, engine]
     meta = body.get("metadata") or {}
     await _patch_status(
         rt,
@@ -331,8 +336,13 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
     policy = with_observed_prior(policy, spec.model, obs)
-    prefill = prefill_condition(
-        prefill_check(spec.model, obs, policy.slo_ttft_p95, policy.slo_itl_mean), policy.slo_itl_mean
+    prefill = held(
+        status.get("conditions"),
+        prefill_condition(
+            prefill_check(spec.model, obs, policy.slo_ttft_p95, policy.slo_itl_mean),
+            policy.slo_itl_mean,
+            spec.model.profile is None or observed_lengths(obs) is not None,
+        ),
     )
     rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
     decision = decide(obs, policy, state, now, rates)

@@ -8,7 +8,7 @@ from typing import Any
 
 from inferscale.adapters.workload import parse_time, rfc3339
 from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer list fails the whole patch
-from inferscale.perf import PrefillStep
+from inferscale.perf import PrefillStep, advice
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Decision, MetricsState, Observation
 
@@ -87,34 +87,38 @@ def slo_condition(
     )
 
 
-def prefill_condition(step: PrefillStep | None, slo_itl: float | None) -> Condition:
+def prefill_condition(step: PrefillStep | None, slo_itl: float | None, lengths_known: bool = True) -> Condition:
     """Whether one engine step that carries a prompt's prefill chunk fits the ITL SLO: when it does not, short
-    answers that share such steps miss their own ITL at any replica count, and only the engine's token
-    budget fixes that (see `perf.chunking`)."""
+    answers that share such steps miss their own ITL at any replica count, and only the engine's limits
+    fix that (see `perf.chunking`). `lengths_known` False: no traffic told the lengths this tick."""
     kind = "PrefillStepWithinITL"
+    if not lengths_known:
+        return Condition(kind, "Unknown", "NoLengths", "no request finished to tell the lengths")
     if step is None or step.within_slo is None or slo_itl is None:
-        return Condition(
-            kind, "Unknown", "NotAssessed", "needs spec.model.profile, the engines' token rates and an ITL SLO"
-        )
-    head = (
-        f"a step carrying one mean prompt's prefill chunk ({step.chunk_tokens:,} tokens) takes "
-        f"{format_duration(step.step_s)}"
-    )
+        return Condition(kind, "Unknown", "NotAssessed", "needs spec.model.profile and an ITL SLO")
     if step.within_slo:
-        return Condition(kind, "True", "WithinITL", f"{head}, within the ITL SLO {format_duration(slo_itl)}")
-    budget = step.budget_within_slo
-    fix = (
-        f"vLLM --max-num-batched-tokens {budget} (and spec.model.maxNumBatchedTokens to match) keeps it within"
-        if budget is not None
-        else "no token budget keeps it within: the SLO is below the step's fixed cost"
-    )
-    return Condition(
-        kind,
-        "False",
-        "PrefillStepOverITL",
-        f"{head}, over the ITL SLO {format_duration(slo_itl)}: requests with few output tokens that share such "
-        f"steps miss a per-request ITL (TPOT) target at any replica count; {fix}",
-    )
+        return Condition(
+            kind,
+            "True",
+            "WithinITL",
+            f"a step carrying one mean prompt's prefill chunk ({step.chunk_tokens:,} tokens) takes "
+            f"{format_duration(step.step_s)}, within the ITL SLO {format_duration(slo_itl)}",
+        )
+    text = advice(step, slo_itl)
+    if step.fitting is not None:
+        text += " (set spec.model.maxNumBatchedTokens and maxNumSeqs to match)"
+    return Condition(kind, "False", "PrefillStepOverITL", text)
+
+
+def held(previous: Iterable[Mapping[str, Any]] | None, c: Condition) -> Condition:
+    """`c`, or the previous assessment of its type while `c` only says this tick could not assess (an idle
+    spell): a warning is news when the engine or its traffic changed, not after every quiet night."""
+    if c.reason != "NoLengths":
+        return c
+    for p in previous or []:
+        if isinstance(p, Mapping) and p.get("type") == c.type and p.get("status") in ("True", "False"):
+            return Condition(c.type, str(p["status"]), str(p.get("reason", "")), str(p.get("message", "")))
+    return c
 
 
 def observed(obs: Observation, state_text: str) -> dict[str, Any]:

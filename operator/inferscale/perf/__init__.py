@@ -2,7 +2,7 @@
 
 from inferscale.perf.capacity import OperatingPoint, max_concurrency, operating_point, replica_capacity_rps
 from inferscale.perf.catalog import GPUSpec, ModelSpec, gpu_spec, known_gpus, known_models, model_spec
-from inferscale.perf.chunking import PrefillStep, prefill_step
+from inferscale.perf.chunking import EngineLimits, PrefillStep, advice, prefill_step
 from inferscale.perf.errors import DoesNotFit, InvalidParallelism, PerfError, UnknownGPU, UnknownModel
 from inferscale.perf.memory import MemoryBreakdown, kv_bytes_per_token
 from inferscale.perf.profile import ReplicaProfile, replica_memory, replica_profile
@@ -10,6 +10,7 @@ from inferscale.perf.steptime import StepCoefficients
 
 __all__ = [
     "DoesNotFit",
+    "EngineLimits",
     "GPUSpec",
     "InvalidParallelism",
     "MemoryBreakdown",
@@ -21,6 +22,7 @@ __all__ = [
     "StepCoefficients",
     "UnknownGPU",
     "UnknownModel",
+    "advice",
     "gpu_spec",
     "known_gpus",
     "known_models",

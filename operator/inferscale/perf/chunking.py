@@ -6,6 +6,9 @@ max_num_batched_tokens less the running decodes, and every sequence decoding on 
 whole chunk's step. A request with few output tokens has few steps to average that out, so its own
 mean ITL (TPOT) misses an SLO the fleet's mean meets. No replica count fixes a step that is over the
 SLO on its own; a smaller token budget does (at some prefill throughput: each step pays c0 again).
+
+The step is judged at the mean batch a replica holds at the SLO: within the SLO on average, not on
+every step of a Poisson batch.
 """
 
 from __future__ import annotations
@@ -13,34 +16,98 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from inferscale.perf.profile import ReplicaProfile
+from inferscale.perf.capacity import _check_lengths, _check_slo, operating_point
+from inferscale.perf.errors import PerfError
+from inferscale.perf.profile import ReplicaProfile, with_limits
 
 # A suggested token budget is rounded down to this many tokens (vLLM takes any integer; round numbers read better).
 BUDGET_STEP = 256
+# Prefill tokens a suggested budget leaves one prompt per step beside the decodes: a budget the decodes
+# nearly fill makes every prompt's TTFT a step per few tokens.
+MIN_CHUNK = 64
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """vLLM --max-num-batched-tokens and the --max-num-seqs to run with it (vLLM needs seqs <= tokens)."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
 
 
 @dataclass(frozen=True)
 class PrefillStep:
+    batch: float  # mean sequences decoding beside the chunk, at the SLO
     chunk_tokens: int  # prefill tokens of one prompt in one step: min(prompt, budget left after the decodes)
-    step_s: float  # that step's time with `batch` sequences decoding beside it
+    step_s: float  # that step's time
     within_slo: bool | None  # None without an ITL SLO
-    # the largest budget (a multiple of BUDGET_STEP) whose full chunk keeps the step within the SLO; None
-    # without an SLO, or when not even BUDGET_STEP tokens fit. vLLM also needs max_num_seqs <= the budget.
-    budget_within_slo: int | None
+    # the largest limits (budget a multiple of BUDGET_STEP) whose step, at the batch the replica then holds
+    # at the SLO, stays within it; None without an SLO, when within it already, or when no budget does
+    fitting: EngineLimits | None
+
+
+def _step(
+    profile: ReplicaProfile, i: float, o: float, slo_ttft: float | None, slo_itl: float | None
+) -> tuple[float, int, float]:
+    point = operating_point(profile, i, o, slo_ttft, slo_itl)
+    batch = point.batch if point.rate_rps > 0 else 0.0
+    b = round(batch)
+    s = profile.step
+    chunk = max(0, min(math.ceil(i), profile.max_num_batched_tokens - b))
+    return batch, chunk, s.c0 + s.c_prefill * chunk + s.c_decode * b + s.c_kv * b * (i + o / 2)
 
 
 def prefill_step(
-    profile: ReplicaProfile, input_tokens: float, output_tokens: float, batch: float, slo_itl: float | None
+    profile: ReplicaProfile, input_tokens: float, output_tokens: float, slo_ttft: float | None, slo_itl: float | None
 ) -> PrefillStep:
-    """The step that carries a chunk of a mean-length prompt while `batch` sequences decode."""
-    s = profile.step
-    b = max(0, round(batch))
-    context = b * (input_tokens + output_tokens / 2)
-    fixed = s.c0 + s.c_decode * b + s.c_kv * context
-    chunk = max(0, min(math.ceil(input_tokens), profile.max_num_batched_tokens - b))
-    step = fixed + s.c_prefill * chunk
+    """The step that carries a chunk of a mean-length prompt beside the batch a replica holds at the SLO,
+    and, when it is over the ITL SLO, the limits that bring it within. Raises PerfError on bad input."""
+    _check_lengths(input_tokens, output_tokens)
+    _check_slo("slo_ttft", slo_ttft)
+    _check_slo("slo_itl", slo_itl)
+    i, o = float(input_tokens), float(output_tokens)
+    batch, chunk, step = _step(profile, i, o, slo_ttft, slo_itl)
     if slo_itl is None:
-        return PrefillStep(chunk, step, None, None)
-    room = (slo_itl - fixed) / s.c_prefill  # prefill tokens a step can carry within the SLO
+        return PrefillStep(batch, chunk, step, None, None)
+    if step <= slo_itl:
+        return PrefillStep(batch, chunk, step, True, None)
+    return PrefillStep(batch, chunk, step, False, _fitting(profile, i, o, slo_ttft, slo_itl, batch))
+
+
+def _fitting(
+    profile: ReplicaProfile, i: float, o: float, slo_ttft: float | None, slo_itl: float, batch: float
+) -> EngineLimits | None:
+    # A smaller budget changes the operating point, hence the batch beside the chunk: each candidate is
+    # checked at its own operating point, from the closed-form bound at today's batch downwards.
+    s = profile.step
+    b = round(batch)
+    fixed = s.c0 + s.c_decode * b + s.c_kv * b * (i + o / 2)
+    room = (slo_itl - fixed) / s.c_prefill
     budget = math.floor((b + room) / BUDGET_STEP) * BUDGET_STEP if room > 0 else 0
-    return PrefillStep(chunk, step, step <= slo_itl, budget if budget >= BUDGET_STEP else None)
+    budget = min(budget, profile.max_num_batched_tokens - BUDGET_STEP)
+    while budget >= BUDGET_STEP:
+        limits = EngineLimits(budget, min(profile.max_num_seqs, budget))
+        try:
+            trial = with_limits(profile, limits.max_num_seqs, limits.max_num_batched_tokens)
+        except PerfError:
+            return None  # smaller budgets only move the KV cache the same way
+        trial_batch, _, step = _step(trial, i, o, slo_ttft, slo_itl)
+        if step <= slo_itl and budget - round(trial_batch) >= MIN_CHUNK:
+            return limits
+        budget -= BUDGET_STEP
+    return None
+
+
+def advice(step: PrefillStep, slo_itl: float) -> str:
+    """What the over-SLO step means and the engine flags that fix it, in one sentence; for `plan` and the
+    operator's condition alike."""
+    head = (
+        f"a step carrying one mean prompt's prefill chunk ({step.chunk_tokens:,} tokens, beside {step.batch:.0f} "
+        f"decoding) takes {step.step_s * 1e3:.1f} ms, over the ITL SLO {slo_itl * 1e3:g} ms: requests with few "
+        "output tokens that share such steps miss a per-request ITL (TPOT) target at any replica count"
+    )
+    if step.fitting is None:
+        return f"{head}; no token budget keeps it within at this load"
+    f = step.fitting
+    flags = f"--max-num-batched-tokens {f.max_num_batched_tokens} --max-num-seqs {f.max_num_seqs}"
+    return f"{head}; vLLM {flags} keeps it within"

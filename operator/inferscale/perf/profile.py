@@ -24,6 +24,8 @@ class ReplicaProfile:
     max_num_batched_tokens: int
     block_size: int
     step: StepCoefficients
+    gpu_memory_utilization: float = 0.9  # what the profile was built with, so it can be rebuilt with other limits
+    weight_dtype: str = "bf16"
 
 
 def batch_limits(
@@ -86,4 +88,20 @@ def replica_profile(
         max_num_batched_tokens=tokens,
         block_size=BLOCK_SIZE,
         step=step_coefficients(m, g, tp, mem.kv_bytes_per_token, weight_dtype),
+        gpu_memory_utilization=gpu_memory_utilization,
+        weight_dtype=weight_dtype,
+    )
+
+
+def with_limits(profile: ReplicaProfile, max_num_seqs: int, max_num_batched_tokens: int) -> ReplicaProfile:
+    """The same replica with other vLLM batch limits: they also move the KV cache (the profiling pass's
+    activation reserve). Raises PerfError for limits vLLM refuses."""
+    return replica_profile(
+        profile.model,
+        profile.gpu,
+        profile.tp,
+        profile.gpu_memory_utilization,
+        profile.weight_dtype,
+        max_num_seqs,
+        max_num_batched_tokens,
     )

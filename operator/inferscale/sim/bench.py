@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from inferscale.perf import ReplicaProfile, operating_point, prefill_step, replica_capacity_rps, replica_profile
+from inferscale.perf import EngineLimits, ReplicaProfile, prefill_step, replica_capacity_rps, replica_profile
 from inferscale.perf.calibration import NIM_8B, NIM_8B_LENGTHS, calibration_rows
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.engine import EngineConfig, Outcomes, ReplicaEngine
@@ -157,17 +157,12 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
         f"{run.name}: ×{scale:.2f}, TTFT target {format_duration(slo_ttft)}, {run.requests:,} requests request-level, "
         f"policies {', '.join(level_names)}"
     )
-    run.request_level = parallel(
-        level_names,
-        lambda n: run_policy(prepared.workload, prepared.policy(n), prepared.run_config),
-        args.workers,
-        lambda r: log(f"  {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
-    )
-    run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in level_names], args, log)
+    _replay(run, scenario, prepared, level_names, args, log)
     run.default_budget = profile.max_num_batched_tokens
-    run.budget = suggested_budget(profile, lengths, slo_ttft)
-    if run.budget is not None:
-        run.at_budget = _at_budget(run, replace(scenario, max_num_batched_tokens=run.budget), level_names, args, log)
+    limits = suggested_limits(profile, lengths, slo_ttft)
+    if limits is not None:
+        run.budget = limits.max_num_batched_tokens
+        run.at_budget = _at_budget(run, scenario, limits, level_names, args, log)
     curve = rate_curve(prepared.context.trace, 60.0)
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
@@ -175,24 +170,45 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     return run
 
 
-def suggested_budget(profile: ReplicaProfile, lengths: tuple[float, float], slo_ttft: float) -> int | None:
-    """The token budget `inferscale plan` suggests at these mean lengths, or None when it flags nothing."""
-    point = operating_point(profile, *lengths, slo_ttft, SLO_ITL)
-    step = prefill_step(profile, *lengths, point.batch if point.rate_rps > 0 else 0.0, SLO_ITL)
-    if step.within_slo is not False or step.budget_within_slo is None:
-        return None
-    return step.budget_within_slo
+def _replay(
+    run: TraceRun,
+    scenario: Scenario,
+    prepared: Prepared,
+    names: list[str],
+    args: argparse.Namespace,
+    log: ProgressLog,
+) -> None:
+    """`run`'s request-level results: `names` on `prepared`, then inferscale and the oracle on the other seeds."""
+    run.request_level = parallel(
+        names,
+        lambda n: run_policy(prepared.workload, prepared.policy(n), prepared.run_config),
+        args.workers,
+        lambda r: log(f"  {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
+    )
+    run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in names], args, log)
+
+
+def suggested_limits(profile: ReplicaProfile, lengths: tuple[float, float], slo_ttft: float) -> EngineLimits | None:
+    """The engine limits `inferscale plan` suggests at these mean lengths, or None when it flags nothing."""
+    return prefill_step(profile, *lengths, slo_ttft, SLO_ITL).fitting
 
 
 def _at_budget(
-    run: TraceRun, scenario: Scenario, names: list[str], args: argparse.Namespace, log: ProgressLog
+    run: TraceRun,
+    scenario: Scenario,
+    limits: EngineLimits,
+    names: list[str],
+    args: argparse.Namespace,
+    log: ProgressLog,
 ) -> TraceRun:
-    """The request-level replay, and its seeds, with every replica at the planner's token budget (same
-    rate, target and seeds): what the operator of such a fleet would try first."""
-    log(f"  at --max-num-batched-tokens {scenario.max_num_batched_tokens} (the planner's suggestion)")
+    """The request-level replay, and its seeds, with every replica at the planner's limits (same rate,
+    target and seeds): what the operator of such a fleet would try first."""
+    budget = limits.max_num_batched_tokens
+    log(f"  at --max-num-batched-tokens {budget} --max-num-seqs {limits.max_num_seqs} (the planner's suggestion)")
+    scenario = replace(scenario, max_num_batched_tokens=budget, max_num_seqs=limits.max_num_seqs)
     prepared = prepare(scenario)
     variant = TraceRun(
-        f"{run.name} with --max-num-batched-tokens {scenario.max_num_batched_tokens}",
+        f"{run.name} with --max-num-batched-tokens {budget}",
         run.path,
         run.fmt,
         run.rate_scale,
@@ -201,13 +217,7 @@ def _at_budget(
         duration=prepared.workload.duration,
         slo_ttft=run.slo_ttft,
     )
-    variant.request_level = parallel(
-        names,
-        lambda n: run_policy(prepared.workload, prepared.policy(n), prepared.run_config),
-        args.workers,
-        lambda r: log(f"    {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
-    )
-    variant.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in names], args, log)
+    _replay(variant, scenario, prepared, names, args, log)
     return variant
 
 

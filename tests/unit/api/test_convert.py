@@ -91,6 +91,14 @@ def test_the_engines_batch_limits_change_the_prior() -> None:
     assert default is not None and small is not None and small < default
 
 
+def test_max_num_seqs_caps_the_prior_where_it_binds() -> None:
+    # short requests: a replica holds hundreds at once, so 64 seats is what limits it
+    lengths = (0.5, 0.05, 100, 50)
+    default = capacity_prior(ModelRef(name="m", profile="llama-3.1-8b"), *lengths)
+    seated = capacity_prior(ModelRef(name="m", profile="llama-3.1-8b", max_num_seqs=64), *lengths)
+    assert default is not None and seated is not None and seated < 0.5 * default
+
+
 def test_batch_limits_vllm_refuses_are_an_invalid_spec() -> None:
     model = ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=512)
     with pytest.raises(InvalidSpec, match=r"spec.model: max_num_batched_tokens \(512\) must be >= max_num_seqs"):

@@ -35,6 +35,7 @@ def run(*args: str) -> tuple[int, str]:
         (["--model", "gpt-9"], "unknown model 'gpt-9'"),
         (["--format", "mooncake"], "azure.csv"),
         (["--max-num-batched-tokens", "512"], "max_num_batched_tokens (512) must be >= max_num_seqs (1024)"),
+        (["--max-num-seqs", "9000"], "max_num_batched_tokens (8192) must be >= max_num_seqs (9000)"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(trace: Path, extra: list[str], message: str) -> None:

@@ -276,8 +276,8 @@ def engine_sample(pod: str, value: float, **labels: str) -> dict[str, Any]:
     return {"metric": {"namespace": "ns", "pod": pod, "model_name": "m", **labels}, "value": [NOW, str(value)]}
 
 
-def long_prompt_fleet(pod: str) -> FleetSnapshot:
-    """One Ready pod finishing 2 requests/s of 15,000-token prompts and 149-token answers."""
+def long_prompt_fleet(pod: str, rate: float = 2.0) -> FleetSnapshot:
+    """One Ready pod finishing `rate` requests/s of 15,000-token prompts and 149-token answers."""
     pods: dict[tuple[str, str, str], PodSeries] = {}
     answers = {
         "gauges": [
@@ -286,9 +286,9 @@ def long_prompt_fleet(pod: str) -> FleetSnapshot:
             engine_sample(pod, 4, __name__="vllm:num_requests_running"),
         ],
         "sample_time": [engine_sample(pod, NOW - 2)],
-        "requests": [engine_sample(pod, 2.0)],
-        "prompt_tokens": [engine_sample(pod, 30000.0)],
-        "generation_tokens": [engine_sample(pod, 298.0)],
+        "requests": [engine_sample(pod, rate)],
+        "prompt_tokens": [engine_sample(pod, 15000.0 * rate)],
+        "generation_tokens": [engine_sample(pod, 149.0 * rate)],
     }
     for name, result in answers.items():
         parse_vector(name, result, pods)
@@ -309,3 +309,37 @@ async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() 
     # the next tick, with the condition already in status: no second warning
     await reconcile(runtime(kube), t, svc(spec, status))
     assert [e["reason"] for e in kube.events()].count("PrefillStepOverITL") == 1
+
+
+def prefill_warnings(kube: FakeKube) -> int:
+    return [e["reason"] for e in kube.events()].count("PrefillStepOverITL")
+
+
+def prefill_cond(status: dict[str, Any]) -> tuple[str, str]:
+    (c,) = [c for c in status["conditions"] if c["type"] == "PrefillStepWithinITL"]
+    return c["status"], c["reason"]
+
+
+async def test_an_idle_spell_or_a_lost_target_does_not_announce_the_prefill_step_again() -> None:
+    kube = FakeKube()
+    pod = "llm-7d9f8c6b5-x2x4q"
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
+    busy = tick(pods={"ns": [ready_pod(pod)]})
+    busy.fleet[()] = long_prompt_fleet(pod)
+    idle = tick(pods={"ns": [ready_pod(pod)]})
+    idle.fleet[()] = long_prompt_fleet(pod, rate=0.0)  # nothing finished: the lengths are unknown
+    await reconcile(runtime(kube), busy, svc(spec))
+    status = kube.statuses()[-1]
+    await reconcile(runtime(kube), idle, svc(spec, status))
+    status = kube.statuses()[-1]
+    assert prefill_cond(status) == ("False", "PrefillStepOverITL")  # held through the quiet spell
+    lost = tick(deployments={}, pods={"ns": [ready_pod(pod)]})
+    await reconcile(runtime(kube), lost, svc(spec, status))
+    status = kube.statuses()[-1]
+    assert prefill_cond(status) == ("False", "PrefillStepOverITL")  # kept while the target is missing
+    await reconcile(runtime(kube), busy, svc(spec, status))
+    assert prefill_warnings(kube) == 1
+    # the engine told at the suggested budget: the condition turns True, with no warning
+    fixed = {**spec, "model": {**spec["model"], "maxNumBatchedTokens": 2048}}
+    await reconcile(runtime(kube), busy, svc(fixed, kube.statuses()[-1]))
+    assert prefill_cond(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 1

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import pytest
 
-from inferscale.perf import PerfError, operating_point, prefill_step, replica_profile
-from inferscale.perf.chunking import BUDGET_STEP
+from inferscale.perf import PerfError, advice, operating_point, prefill_step, replica_profile
+from inferscale.perf.chunking import BUDGET_STEP, MIN_CHUNK
 
 H100 = ("llama-3.1-8b", "h100-80gb")
 
@@ -33,29 +36,73 @@ def test_batch_limits_vllm_refuses_are_errors(seqs: int | None, tokens: int | No
         replica_profile(*H100, max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
 
-def test_a_long_prompt_chunk_is_over_the_slo_and_the_suggested_budget_fits() -> None:
+def test_a_long_prompt_chunk_is_over_the_slo_and_the_suggested_limits_fit() -> None:
     profile = replica_profile(*H100)
+    step = prefill_step(profile, 15000, 149, 7.0, 0.05)  # Mooncake's mean lengths
     op = operating_point(profile, 15000, 149, 7.0, 0.05)
-    step = prefill_step(profile, 15000, 149, op.batch, 0.05)
     # the mean ITL meets the SLO while one chunk's step is three times over it
-    assert op.itl <= 0.05 < step.step_s / 3
+    assert op.itl <= 0.05 < step.step_s / 3 and step.batch == pytest.approx(op.batch)
     assert step.chunk_tokens == profile.max_num_batched_tokens - round(op.batch)
-    assert step.within_slo is False
-    budget = step.budget_within_slo
-    assert budget is not None and budget % BUDGET_STEP == 0
-    fits = prefill_step(replica_profile(*H100, max_num_batched_tokens=budget), 15000, 149, op.batch, 0.05)
-    over = prefill_step(replica_profile(*H100, max_num_batched_tokens=budget + BUDGET_STEP), 15000, 149, op.batch, 0.05)
-    assert fits.within_slo is True and over.within_slo is False
+    assert step.within_slo is False and step.fitting is not None
+    assert (step.fitting.max_num_batched_tokens, step.fitting.max_num_seqs) == (2048, 1024)
+    text = advice(step, 0.05)
+    assert "over the ITL SLO 50 ms" in text and "--max-num-batched-tokens 2048 --max-num-seqs 1024" in text
+
+
+def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, itl: float) -> None:
+    """Whatever the planner suggests, vLLM accepts, and the step at it (at its own operating point) fits."""
+    step = prefill_step(replica_profile(model, gpu, tp), i, o, ttft, itl)
+    if step.fitting is None:
+        return
+    f = step.fitting
+    assert f.max_num_batched_tokens % BUDGET_STEP == 0 and f.max_num_seqs <= f.max_num_batched_tokens
+    fixed = replica_profile(
+        model, gpu, tp, max_num_seqs=f.max_num_seqs, max_num_batched_tokens=f.max_num_batched_tokens
+    )
+    after = prefill_step(fixed, i, o, ttft, itl)
+    assert after.within_slo is True, (model, gpu, tp, i, o, ttft, itl, f, after)
+    # the budget leaves the prompt room beside the decodes: a budget the decodes fill would starve it
+    assert f.max_num_batched_tokens - round(after.batch) >= MIN_CHUNK
+    # and it is the largest such budget: one step up is over the SLO again (or leaves no room)
+    up = f.max_num_batched_tokens + BUDGET_STEP
+    if up < replica_profile(model, gpu, tp).max_num_batched_tokens:
+        bigger = replica_profile(model, gpu, tp, max_num_seqs=min(f.max_num_seqs, up), max_num_batched_tokens=up)
+        over = prefill_step(bigger, i, o, ttft, itl)
+        assert over.within_slo is False or up - round(over.batch) < MIN_CHUNK
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp"),
+    [("llama-3.1-8b", "h100-80gb", 1), ("llama-3.1-70b", "h100-80gb", 4), ("llama-3.1-8b", "a100-80gb", 1)],
+)
+def test_following_the_suggestion_fits_and_vllm_accepts_it(model: str, gpu: str, tp: int) -> None:
+    # the 70B on four H100s suggests a budget below vLLM's default max_num_seqs: it must lower that too
+    for i, o, ttft, itl in itertools.product((3000, 15000), (8, 500), (2.0, 7.0), (0.03, 0.05)):
+        _following(model, gpu, tp, i, o, ttft, itl)
+
+
+def test_the_70b_suggestion_lowers_max_num_seqs_with_the_budget() -> None:
+    step = prefill_step(replica_profile("llama-3.1-70b", "h100-80gb", 4), 15000, 149, 7.0, 0.05)
+    assert step.fitting is not None and step.fitting.max_num_seqs <= step.fitting.max_num_batched_tokens < 1024
 
 
 def test_a_short_prompt_fits_and_no_slo_judges_nothing() -> None:
     profile = replica_profile(*H100)
-    step = prefill_step(profile, 331, 52, 200, 0.05)
-    assert step.chunk_tokens == 331 and step.within_slo is True
-    unjudged = prefill_step(profile, 15000, 149, 10, None)
-    assert unjudged.within_slo is None and unjudged.budget_within_slo is None
+    step = prefill_step(profile, 331, 52, 0.5, 0.05)
+    assert step.chunk_tokens == 331 and step.within_slo is True and step.fitting is None
+    unjudged = prefill_step(profile, 15000, 149, 7.0, None)
+    assert unjudged.within_slo is None and unjudged.fitting is None
 
 
-def test_an_slo_below_the_fixed_step_cost_has_no_budget() -> None:
-    step = prefill_step(replica_profile(*H100), 1000, 200, 10, 0.004)
-    assert step.within_slo is False and step.budget_within_slo is None
+def test_no_budget_fits_an_slo_below_the_fixed_step_cost() -> None:
+    step = prefill_step(replica_profile(*H100), 1000, 200, None, 0.004)
+    assert step.within_slo is False and step.fitting is None
+    assert "no token budget keeps it within" in advice(step, 0.004)
+
+
+@pytest.mark.parametrize(
+    ("i", "o", "itl"), [(math.nan, 10.0, 0.05), (math.inf, 10.0, 0.05), (100.0, 0.0, 0.05), (100.0, 10.0, -1.0)]
+)
+def test_bad_input_is_a_perf_error(i: float, o: float, itl: float) -> None:
+    with pytest.raises(PerfError):
+        prefill_step(replica_profile(*H100), i, o, 0.5, itl)

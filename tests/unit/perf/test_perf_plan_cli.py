@@ -127,6 +127,12 @@ def test_a_prefill_step_over_the_itl_slo_is_reported_with_the_budget_that_fits()
     assert "over the ITL SLO" not in " ".join(fixed_text.split())
 
 
+def test_the_engines_seats_and_budget_reach_the_plan() -> None:
+    plan = _json([*BASE, *LOAD, "--max-num-seqs", "64", "--max-num-batched-tokens", "4096"])
+    assert (plan["max_num_seqs"], plan["max_num_batched_tokens"]) == (64, 4096)
+    assert plan["replica_capacity_rps"] < _json([*BASE, *LOAD])["replica_capacity_rps"]
+
+
 def test_batch_limits_vllm_refuses_exit_2_with_the_reason() -> None:
     result = runner.invoke(app, [*BASE, "--max-num-batched-tokens", "512"])
     assert result.exit_code == 2

@@ -15,7 +15,7 @@ from inferscale.sim.bench import (
     closed_loop,
     scale_for,
     slo_ttft_for,
-    suggested_budget,
+    suggested_limits,
     unloaded_ttft_misses,
 )
 from inferscale.sim.engine import EngineConfig
@@ -117,13 +117,10 @@ def test_without_other_seeds_there_is_no_spread() -> None:
     assert len(_seed_table(run)) == 2  # the header alone
 
 
-def test_the_planner_suggests_a_budget_only_where_a_prefill_step_is_over_the_itl_target() -> None:
+def test_the_planner_suggests_limits_only_where_a_prefill_step_is_over_the_itl_target() -> None:
     profile = replica_profile("llama-3.1-8b", "h100-80gb")
-    assert suggested_budget(profile, (15000.0, 149.0), 7.0) == 2048  # Mooncake's mean lengths
-    assert suggested_budget(profile, (1155.0, 211.0), 0.5) is None  # Azure's
-    assert (
-        suggested_budget(
-            replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=2048), (15000.0, 149.0), 7.0
-        )
-        is None
-    )
+    limits = suggested_limits(profile, (15000.0, 149.0), 7.0)  # Mooncake's mean lengths
+    assert limits is not None and (limits.max_num_batched_tokens, limits.max_num_seqs) == (2048, 1024)
+    assert suggested_limits(profile, (1155.0, 211.0), 0.5) is None  # Azure's
+    at_2048 = replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=2048)
+    assert suggested_limits(at_2048, (15000.0, 149.0), 7.0) is None
