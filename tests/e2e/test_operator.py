@@ -227,8 +227,9 @@ def test_e_an_hpa_on_the_same_deployment_is_refused_with_a_condition(
             "exactly one of scaleTargetRef",
         ),
         ({"engine": "tgi"}, 'Unsupported value: "tgi"'),
+        ({"model": {"maxNumBatchedTokens": 0}}, "maxNumBatchedTokens in body should be greater than or equal to 1"),
     ],
-    ids=["min-above-max", "target-and-template", "unknown-engine"],
+    ids=["min-above-max", "target-and-template", "unknown-engine", "zero-token-budget"],
 )
 def test_f_invalid_specs_are_rejected_by_the_api_server(
     cluster: Cluster, namespace: str, spec: dict[str, Any], message: str

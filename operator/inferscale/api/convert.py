@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from inferscale.api.models import InvalidSpec
@@ -67,6 +68,21 @@ def _profile(model: ModelRef, profile: str) -> ReplicaProfile:
         max_num_seqs=model.max_num_seqs,
         max_num_batched_tokens=model.max_num_batched_tokens,
     )
+
+
+def with_engine_limits(model: ModelRef, limits: Mapping[str, int]) -> ModelRef:
+    """`model` with the batch limits the engine runs with (read from the Deployment's args) wherever the
+    spec leaves them unset: the spec wins, the args beat vLLM's defaults. Limits the perf model refuses
+    together (vLLM would not start with them either) leave `model` as it is."""
+    update = {k: v for k, v in limits.items() if getattr(model, k) is None}
+    if not update or model.profile is None:
+        return model
+    filled = model.model_copy(update=update)
+    try:
+        _profile(filled, model.profile)
+    except PerfError:
+        return model
+    return filled
 
 
 def prefill_check(

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from inferscale.adapters.engine_args import engine_limits
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.observation import Workload, observe
 from inferscale.adapters.prometheus import deployment_of
@@ -25,7 +26,14 @@ from inferscale.adapters.workload import (
     rfc3339,
     target_state,
 )
-from inferscale.api.convert import observed_lengths, policy_from_spec, prefill_check, with_observed_prior
+from inferscale.api.convert import (
+    capacity_prior,
+    observed_lengths,
+    policy_from_spec,
+    prefill_check,
+    with_engine_limits,
+    with_observed_prior,
+)
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
@@ -324,6 +332,12 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         await _conflict(rt, body, now, "OtherAutoscaler", msg)
         return None
 
+    # the batch limits the pods run with, where the spec does not give them: the prior sizes those replicas
+    model = with_engine_limits(spec.model, engine_limits(deployment))
+    if model is not spec.model:
+        policy = replace(
+            policy, capacity_prior_rps=capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05)
+        )
     ts = target_state(deployment, tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector")), now)
     prior = state_from_status(status.get("scaler"))
     ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
@@ -335,13 +349,13 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
-    policy = with_observed_prior(policy, spec.model, obs)
+    policy = with_observed_prior(policy, model, obs)
     prefill = held(
         status.get("conditions"),
         prefill_condition(
-            prefill_check(spec.model, obs, policy.slo_ttft_p95, policy.slo_itl_mean),
+            prefill_check(model, obs, policy.slo_ttft_p95, policy.slo_itl_mean),
             policy.slo_itl_mean,
-            spec.model.profile is None or observed_lengths(obs) is not None,
+            model.profile is None or observed_lengths(obs) is not None,
         ),
     )
     rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)

@@ -343,3 +343,15 @@ async def test_an_idle_spell_or_a_lost_target_does_not_announce_the_prefill_step
     fixed = {**spec, "model": {**spec["model"], "maxNumBatchedTokens": 2048}}
     await reconcile(runtime(kube), busy, svc(fixed, kube.statuses()[-1]))
     assert prefill_cond(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 1
+
+
+async def test_the_engines_own_args_tell_the_operator_its_token_budget() -> None:
+    kube = FakeKube()
+    pod = "llm-7d9f8c6b5-x2x4q"
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
+    engine = {"name": "vllm", "args": ["--model", "m", "--max-num-batched-tokens", "2048"]}
+    args = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {"spec": {"containers": [engine]}}}}
+    t = tick(deployments={("ns", "llm"): args}, pods={"ns": [ready_pod(pod)]})
+    t.fleet[()] = long_prompt_fleet(pod)
+    await reconcile(runtime(kube), t, svc(spec))
+    assert prefill_cond(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 0

@@ -1,0 +1,48 @@
+"""The vLLM batch limits a Deployment's pods run with, read from their containers' command and args."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+FLAGS = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens"}
+
+
+def _tokens(container: Mapping[str, Any]) -> Iterator[str]:
+    for part in [*(container.get("command") or []), *(container.get("args") or [])]:
+        if not isinstance(part, str):
+            continue
+        # `sh -c "vllm serve ... --max-num-seqs 256"` carries the flags inside one string
+        try:
+            yield from shlex.split(part) if any(c.isspace() for c in part) else [part]
+        except ValueError:  # unbalanced quotes: vLLM would not start either; read the words
+            yield from part.split()
+
+
+def _value(tokens: list[str], flag: str) -> int | None:
+    spellings = (flag, "--" + flag[2:].replace("-", "_"))  # vLLM's argparse takes both
+    for i, tok in enumerate(tokens):
+        for spelling in spellings:
+            if tok == spelling and i + 1 < len(tokens):
+                text = tokens[i + 1]
+            elif tok.startswith(spelling + "="):
+                text = tok[len(spelling) + 1 :]
+            else:
+                continue
+            return int(text) if text.isdigit() and int(text) > 0 else None
+    return None
+
+
+def engine_limits(deployment: Mapping[str, Any] | None) -> dict[str, int]:
+    """{"max_num_seqs": n, "max_num_batched_tokens": n} for the flags the first container that sets any
+    of them gives; a flag absent or not a positive integer is left out (vLLM's default applies)."""
+    template = ((deployment or {}).get("spec") or {}).get("template") or {}
+    for container in (template.get("spec") or {}).get("containers") or []:
+        if not isinstance(container, Mapping):
+            continue
+        tokens = list(_tokens(container))
+        found = {name: _value(tokens, flag) for name, flag in FLAGS.items()}
+        if any(v is not None for v in found.values()):
+            return {k: v for k, v in found.items() if v is not None}
+    return {}

@@ -1,0 +1,56 @@
+"""The vLLM batch limits read from a Deployment's containers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from inferscale.adapters.engine_args import engine_limits
+from inferscale.api.convert import with_engine_limits
+from inferscale.api.spec import ModelRef
+
+
+def deployment(*containers: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": {"template": {"spec": {"containers": list(containers)}}}}
+
+
+@pytest.mark.parametrize(
+    ("container", "limits"),
+    [
+        ({"args": ["--model", "m", "--max-num-seqs", "256"]}, {"max_num_seqs": 256}),
+        ({"args": ["--max-num-batched-tokens=2048"]}, {"max_num_batched_tokens": 2048}),
+        (
+            {"command": ["sh", "-c", "vllm serve m --max_num_seqs 64 --max-num-batched-tokens 4096"]},
+            {"max_num_seqs": 64, "max_num_batched_tokens": 4096},
+        ),
+        ({"args": ["--max-num-seqs", "lots", "--max-num-batched-tokens", "0"]}, {}),  # vLLM's defaults then
+        ({"args": ["--max-num-seqs"]}, {}),  # a flag without its value
+        ({"command": ["sh", "-c", "vllm serve 'm --max-num-seqs 8"]}, {"max_num_seqs": 8}),  # unbalanced quote
+        ({"args": ["--model", "m"]}, {}),
+    ],
+)
+def test_the_flags_are_read_in_every_spelling(container: dict[str, Any], limits: dict[str, int]) -> None:
+    assert engine_limits(deployment(container)) == limits
+
+
+def test_the_first_container_that_sets_a_flag_is_the_engine() -> None:
+    sidecar = {"name": "proxy", "args": ["--port", "8080"]}
+    engine = {"name": "vllm", "args": ["--max-num-seqs", "128"]}
+    other = {"name": "late", "args": ["--max-num-seqs", "4"]}
+    assert engine_limits(deployment(sidecar, engine, other)) == {"max_num_seqs": 128}
+    assert engine_limits(None) == {} and engine_limits({"spec": {}}) == {}
+
+
+def test_the_spec_wins_and_the_args_beat_the_defaults() -> None:
+    model = ModelRef(name="m", profile="llama-3.1-8b", max_num_seqs=512)
+    filled = with_engine_limits(model, {"max_num_seqs": 64, "max_num_batched_tokens": 2048})
+    assert (filled.max_num_seqs, filled.max_num_batched_tokens) == (512, 2048)
+    assert with_engine_limits(model, {}) is model
+    # without a profile there is no prior to size, and nothing to fill
+    assert with_engine_limits(ModelRef(name="m"), {"max_num_seqs": 64}).max_num_seqs is None
+
+
+def test_args_vllm_would_refuse_leave_the_model_as_it_is() -> None:
+    model = ModelRef(name="m", profile="llama-3.1-8b")
+    assert with_engine_limits(model, {"max_num_batched_tokens": 512}) is model  # below the default 1024 seats
