@@ -29,6 +29,8 @@ class Values:
     itl: float = 0.02
     tpot: float = 0.02  # every request's mean ITL (vllm:request_time_per_output_token_seconds)
     rps: float = 1.0  # finished requests per second per pod
+    prompt_tokens: float = 0.0  # per request; 0: the token counters are not exported
+    output_tokens: float = 0.0
 
 
 class PodState:
@@ -42,6 +44,8 @@ class PodState:
         self.itl_count = 0.0
         self.tpot_sum = 0.0
         self.tpot_buckets = [0.0] * len(TPOT_BUCKETS)
+        self.prompt = 0.0
+        self.generated = 0.0
         self.last = time.monotonic()
 
     def advance(self, v: Values) -> None:
@@ -56,6 +60,8 @@ class PodState:
         self.itl_sum += n * 100 * v.itl
         self.itl_count += n * 100
         self.tpot_sum += n * v.tpot
+        self.prompt += n * v.prompt_tokens
+        self.generated += n * v.output_tokens
         for i, le in enumerate(TPOT_BUCKETS):
             if v.tpot <= le:
                 self.tpot_buckets[i] += n
@@ -88,6 +94,13 @@ def render(model: str, v: Values, s: PodState) -> str:
             "vllm:request_time_per_output_token_seconds", lbl, TPOT_BUCKETS, s.tpot_buckets, s.requests, s.tpot_sum
         ),
     ]
+    if v.prompt_tokens > 0:
+        lines += [
+            "# TYPE vllm:prompt_tokens_total counter",
+            f"vllm:prompt_tokens_total{{{lbl}}} {s.prompt}",
+            "# TYPE vllm:generation_tokens_total counter",
+            f"vllm:generation_tokens_total{{{lbl}}} {s.generated}",
+        ]
     return "\n".join(lines) + "\n"
 
 

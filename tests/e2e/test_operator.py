@@ -407,3 +407,30 @@ def test_l_a_canary_beside_its_stable_fleet_forecasts_its_own_traffic(
     finally:
         for exporter in exporters:
             exporter.stop()
+
+
+def test_m_a_prefill_step_over_the_itl_slo_is_reported_until_the_deployments_args_fix_it(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    # 15,000-token prompts with short answers: at vLLM's default 8,192-token budget a step carrying one
+    # prompt's chunk takes 152 ms beside every decode, over the 50 ms ITL SLO at any replica count
+    target.set(kv=0.2, waiting=0, running=4, rps=2.0, prompt_tokens=15000, output_tokens=149)
+    spec = {"model": {"profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", **spec))
+    operator.start()
+
+    def prefill(status_value: str) -> dict[str, Any] | None:
+        c = condition(status(cluster, namespace), "PrefillStepWithinITL")
+        return c if c is not None and c["status"] == status_value else None
+
+    over = eventually(lambda: prefill("False"), 90, "PrefillStepWithinITL=False")
+    assert "--max-num-batched-tokens 2048" in over["message"], over
+    assert eventually(lambda: events(cluster, namespace, "PrefillStepOverITL"), 15, "a PrefillStepOverITL event")
+    # the engine restarted with the suggested budget: the operator reads it from the Deployment's own args
+    args = [
+        {"op": "add", "path": "/spec/template/spec/containers/0/args", "value": ["--max-num-batched-tokens", "2048"]}
+    ]
+    cluster.kubectl("patch", "deployment", "llm", "-n", namespace, "--type=json", "-p", json.dumps(args))
+    within = eventually(lambda: prefill("True"), 90, "PrefillStepWithinITL=True")
+    assert within["reason"] == "WithinITL", within
+    assert len(events(cluster, namespace, "PrefillStepOverITL")) == 1
