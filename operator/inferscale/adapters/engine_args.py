@@ -1,4 +1,4 @@
-"""The vLLM batch limits a Deployment's pods run with, read from their containers' command and args."""
+"""The batch limits a Deployment's model server runs with, read from its containers' command and args."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-FLAGS = {"max_num_seqs": "--max-num-seqs", "max_num_batched_tokens": "--max-num-batched-tokens"}
+from inferscale.perf.chunking import ENGINE_FLAGS
 
 
 def _tokens(container: Mapping[str, Any]) -> Iterator[str]:
@@ -34,15 +34,19 @@ def _value(tokens: list[str], flag: str) -> int | None:
     return None
 
 
-def engine_limits(deployment: Mapping[str, Any] | None) -> dict[str, int]:
+def engine_limits(deployment: Mapping[str, Any] | None, engine: str = "vllm") -> dict[str, int]:
     """{"max_num_seqs": n, "max_num_batched_tokens": n} for the flags the first container that sets any
-    of them gives; a flag absent or not a positive integer is left out (vLLM's default applies)."""
+    of them gives (`engine`'s names: vLLM's --max-num-seqs and --max-num-batched-tokens, SGLang's
+    --max-running-requests and --chunked-prefill-size); a flag absent or not a positive integer is left out
+    (the default applies)."""
+    _, budget, seats = ENGINE_FLAGS[engine]
+    flags = {"max_num_seqs": seats, "max_num_batched_tokens": budget}
     template = ((deployment or {}).get("spec") or {}).get("template") or {}
     for container in (template.get("spec") or {}).get("containers") or []:
         if not isinstance(container, Mapping):
             continue
         tokens = list(_tokens(container))
-        found = {name: _value(tokens, flag) for name, flag in FLAGS.items()}
+        found = {name: _value(tokens, flag) for name, flag in flags.items()}
         if any(v is not None for v in found.values()):
             return {k: v for k, v in found.items() if v is not None}
     return {}

@@ -333,7 +333,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         return None
 
     # the batch limits the pods run with, where the spec does not give them: the prior sizes those replicas
-    model = with_engine_limits(spec.model, engine_limits(deployment))
+    model = with_engine_limits(spec.model, engine_limits(deployment, spec.engine))
     if model is not spec.model:
         policy = replace(
             policy, capacity_prior_rps=capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05)
@@ -356,6 +356,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
             prefill_check(model, obs, policy.slo_ttft_p95, policy.slo_itl_mean),
             policy.slo_itl_mean,
             model.profile is None or observed_lengths(obs) is not None,
+            spec.engine,
         ),
     )
     rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)

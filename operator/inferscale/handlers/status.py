@@ -87,7 +87,9 @@ def slo_condition(
     )
 
 
-def prefill_condition(step: PrefillStep | None, slo_itl: float | None, lengths_known: bool = True) -> Condition:
+def prefill_condition(
+    step: PrefillStep | None, slo_itl: float | None, lengths_known: bool = True, engine: str = "vllm"
+) -> Condition:
     """Whether one engine step that carries a prompt's prefill chunk fits the ITL SLO: when it does not, short
     answers that share such steps miss their own ITL at any replica count, and only the engine's limits
     fix that (see `perf.chunking`). `lengths_known` False: no traffic told the lengths this tick."""
@@ -104,7 +106,7 @@ def prefill_condition(step: PrefillStep | None, slo_itl: float | None, lengths_k
             f"a step carrying one mean prompt's prefill chunk ({step.chunk_tokens:,} tokens) takes "
             f"{format_duration(step.step_s)}, within the ITL SLO {format_duration(slo_itl)}",
         )
-    text = advice(step, slo_itl)
+    text = advice(step, slo_itl, engine)
     if step.fitting is not None:
         text += " (set spec.model.maxNumBatchedTokens and maxNumSeqs to match)"
     return Condition(kind, "False", "PrefillStepOverITL", text)

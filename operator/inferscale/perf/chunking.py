@@ -98,7 +98,15 @@ def _fitting(
     return None
 
 
-def advice(step: PrefillStep, slo_itl: float) -> str:
+# The server's name and its flags for (the token budget, the seats): SGLang's chunked-prefill size is the
+# per-step prefill budget that vLLM's --max-num-batched-tokens sets (SGLang counts it without the decodes).
+ENGINE_FLAGS = {
+    "vllm": ("vLLM", "--max-num-batched-tokens", "--max-num-seqs"),
+    "sglang": ("SGLang", "--chunked-prefill-size", "--max-running-requests"),
+}
+
+
+def advice(step: PrefillStep, slo_itl: float, engine: str = "vllm") -> str:
     """What the over-SLO step means and the engine flags that fix it, in one sentence; for `plan` and the
     operator's condition alike."""
     head = (
@@ -109,5 +117,5 @@ def advice(step: PrefillStep, slo_itl: float) -> str:
     if step.fitting is None:
         return f"{head}; no token budget keeps it within at this load"
     f = step.fitting
-    flags = f"--max-num-batched-tokens {f.max_num_batched_tokens} --max-num-seqs {f.max_num_seqs}"
-    return f"{head}; vLLM {flags} keeps it within"
+    server, budget, seats = ENGINE_FLAGS[engine]
+    return f"{head}; {server} {budget} {f.max_num_batched_tokens} {seats} {f.max_num_seqs} keeps it within"

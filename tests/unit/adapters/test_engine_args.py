@@ -42,6 +42,13 @@ def test_the_first_container_that_sets_a_flag_is_the_engine() -> None:
     assert engine_limits(None) == {} and engine_limits({"spec": {}}) == {}
 
 
+def test_an_sglang_server_is_read_in_its_own_flags() -> None:
+    launch = {"command": ["python", "-m", "sglang.launch_server", "--chunked-prefill-size", "2048"]}
+    launch["args"] = ["--max-running-requests=256", "--max-num-seqs", "9"]  # a vLLM flag means nothing here
+    assert engine_limits(deployment(launch), "sglang") == {"max_num_batched_tokens": 2048, "max_num_seqs": 256}
+    assert engine_limits(deployment(launch)) == {"max_num_seqs": 9}
+
+
 def test_the_spec_wins_and_the_args_beat_the_defaults() -> None:
     model = ModelRef(name="m", profile="llama-3.1-8b", max_num_seqs=512)
     filled = with_engine_limits(model, {"max_num_seqs": 64, "max_num_batched_tokens": 2048})
