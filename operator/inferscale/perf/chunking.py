@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from inferscale.perf.capacity import _check_lengths, _check_slo, operating_point
+from inferscale.perf.capacity import operating_point
 from inferscale.perf.errors import PerfError
 from inferscale.perf.profile import ReplicaProfile, with_limits
 
@@ -61,10 +61,8 @@ def prefill_step(
     profile: ReplicaProfile, input_tokens: float, output_tokens: float, slo_ttft: float | None, slo_itl: float | None
 ) -> PrefillStep:
     """The step that carries a chunk of a mean-length prompt beside the batch a replica holds at the SLO,
-    and, when it is over the ITL SLO, the limits that bring it within. Raises PerfError on bad input."""
-    _check_lengths(input_tokens, output_tokens)
-    _check_slo("slo_ttft", slo_ttft)
-    _check_slo("slo_itl", slo_itl)
+    and, when it is over the ITL SLO, the limits that bring it within. Raises PerfError on bad input (the
+    operating point, solved first, checks it)."""
     i, o = float(input_tokens), float(output_tokens)
     batch, chunk, step = _step(profile, i, o, slo_ttft, slo_itl)
     if slo_itl is None:

@@ -295,63 +295,63 @@ def long_prompt_fleet(pod: str, rate: float = 2.0) -> FleetSnapshot:
     return FleetSnapshot(NOW, pods, frozenset())
 
 
-async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() -> None:
-    kube = FakeKube()
-    pod = "llm-7d9f8c6b5-x2x4q"
-    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
-    t = tick(pods={"ns": [ready_pod(pod)]})
-    t.fleet[()] = long_prompt_fleet(pod)
-    await reconcile(runtime(kube), t, svc(spec))
-    status = kube.statuses()[-1]
-    (cond,) = [c for c in status["conditions"] if c["type"] == "PrefillStepWithinITL"]
-    assert cond["status"] == "False" and "--max-num-batched-tokens 2048" in cond["message"]
-    assert [e["reason"] for e in kube.events()].count("PrefillStepOverITL") == 1
-    # the next tick, with the condition already in status: no second warning
-    await reconcile(runtime(kube), t, svc(spec, status))
-    assert [e["reason"] for e in kube.events()].count("PrefillStepOverITL") == 1
+LONG_SPEC = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
+POD = "llm-7d9f8c6b5-x2x4q"
+
+
+def long_prompt_tick(rate: float = 2.0, **kw: Any) -> Tick:
+    t = tick(pods={"ns": [ready_pod(POD)]}, **kw)
+    t.fleet[()] = long_prompt_fleet(POD, rate)
+    return t
 
 
 def prefill_warnings(kube: FakeKube) -> int:
     return [e["reason"] for e in kube.events()].count("PrefillStepOverITL")
 
 
-def prefill_cond(status: dict[str, Any]) -> tuple[str, str]:
+def prefill_cond(status: dict[str, Any]) -> dict[str, Any]:
     (c,) = [c for c in status["conditions"] if c["type"] == "PrefillStepWithinITL"]
+    return c
+
+
+async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() -> None:
+    kube = FakeKube()
+    await reconcile(runtime(kube), long_prompt_tick(), svc(LONG_SPEC))
+    status = kube.statuses()[-1]
+    cond = prefill_cond(status)
+    assert cond["status"] == "False" and "--max-num-batched-tokens 2048" in cond["message"]
+    assert prefill_warnings(kube) == 1
+    # the next tick, with the condition already in status: no second warning
+    await reconcile(runtime(kube), long_prompt_tick(), svc(LONG_SPEC, status))
+    assert prefill_warnings(kube) == 1
+
+
+def state(status: dict[str, Any]) -> tuple[str, str]:
+    c = prefill_cond(status)
     return c["status"], c["reason"]
 
 
 async def test_an_idle_spell_or_a_lost_target_does_not_announce_the_prefill_step_again() -> None:
     kube = FakeKube()
-    pod = "llm-7d9f8c6b5-x2x4q"
-    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
-    busy = tick(pods={"ns": [ready_pod(pod)]})
-    busy.fleet[()] = long_prompt_fleet(pod)
-    idle = tick(pods={"ns": [ready_pod(pod)]})
-    idle.fleet[()] = long_prompt_fleet(pod, rate=0.0)  # nothing finished: the lengths are unknown
-    await reconcile(runtime(kube), busy, svc(spec))
-    status = kube.statuses()[-1]
-    await reconcile(runtime(kube), idle, svc(spec, status))
-    status = kube.statuses()[-1]
-    assert prefill_cond(status) == ("False", "PrefillStepOverITL")  # held through the quiet spell
-    lost = tick(deployments={}, pods={"ns": [ready_pod(pod)]})
-    await reconcile(runtime(kube), lost, svc(spec, status))
-    status = kube.statuses()[-1]
-    assert prefill_cond(status) == ("False", "PrefillStepOverITL")  # kept while the target is missing
-    await reconcile(runtime(kube), busy, svc(spec, status))
+    busy = long_prompt_tick()
+    await reconcile(runtime(kube), busy, svc(LONG_SPEC))
+    idle = long_prompt_tick(rate=0.0)  # nothing finished: the lengths are unknown
+    await reconcile(runtime(kube), idle, svc(LONG_SPEC, kube.statuses()[-1]))
+    assert state(kube.statuses()[-1]) == ("False", "PrefillStepOverITL")  # held through the quiet spell
+    lost = long_prompt_tick(deployments={})
+    await reconcile(runtime(kube), lost, svc(LONG_SPEC, kube.statuses()[-1]))
+    assert state(kube.statuses()[-1]) == ("False", "PrefillStepOverITL")  # kept while the target is missing
+    await reconcile(runtime(kube), busy, svc(LONG_SPEC, kube.statuses()[-1]))
     assert prefill_warnings(kube) == 1
     # the engine told at the suggested budget: the condition turns True, with no warning
-    fixed = {**spec, "model": {**spec["model"], "maxNumBatchedTokens": 2048}}
+    fixed = {**LONG_SPEC, "model": {**LONG_SPEC["model"], "maxNumBatchedTokens": 2048}}
     await reconcile(runtime(kube), busy, svc(fixed, kube.statuses()[-1]))
-    assert prefill_cond(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 1
+    assert state(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 1
 
 
 async def test_the_engines_own_args_tell_the_operator_its_token_budget() -> None:
     kube = FakeKube()
-    pod = "llm-7d9f8c6b5-x2x4q"
-    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "7s", "itlMean": "50ms"}}
     engine = {"name": "vllm", "args": ["--model", "m", "--max-num-batched-tokens", "2048"]}
     args = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {"spec": {"containers": [engine]}}}}
-    t = tick(deployments={("ns", "llm"): args}, pods={"ns": [ready_pod(pod)]})
-    t.fleet[()] = long_prompt_fleet(pod)
-    await reconcile(runtime(kube), t, svc(spec))
-    assert prefill_cond(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 0
+    await reconcile(runtime(kube), long_prompt_tick(deployments={("ns", "llm"): args}), svc(LONG_SPEC))
+    assert state(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 0
