@@ -12,12 +12,15 @@ import asyncio
 import datetime as dt
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
+from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ProtocolError, ReadTimeoutError
+from urllib3.util.retry import Retry
 
 PodKey = tuple[str, str, str]  # (namespace, pod, model_name)
 
@@ -229,18 +232,59 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
             series.values[name] = value
 
 
+# No retries inside a tick: the next tick is the retry. A retried read timeout or 5xx only multiplies how long a
+# hung or failing Prometheus holds the tick (urllib3's default, 3 retries of a 10 s read, held it 40 s, and the
+# services' status said nothing of the outage all that time), and each retry logs the whole encoded query.
+NO_RETRY = Retry(total=0, raise_on_status=False)
+# Threads for the queries of a tick: every query of two selector groups at once, so a hung Prometheus costs
+# the tick one timeout, not one per wave of asyncio's default pool (6 threads on a 2-core node).
+QUERY_THREADS = 2 * (len(QUERIES) + 1)
+
+
+def describe_failure(exc: BaseException, timeout: float) -> str:
+    """A failed query in words an SRE can act on. The client's own messages carry the URL-encoded PromQL
+    (hundreds of characters) before the cause, which requests wraps two levels deep."""
+    cause: BaseException | None = exc
+    for _ in range(4):
+        if isinstance(cause, NewConnectionError):  # a ConnectTimeoutError too, in urllib3's hierarchy
+            return "cannot connect: " + str(cause).rsplit("new connection: ", 1)[-1]
+        if isinstance(cause, (ReadTimeoutError, ConnectTimeoutError, TimeoutError)):
+            return f"no answer within {timeout:g}s"
+        if isinstance(cause, ProtocolError):
+            return f"the connection broke before an answer ({cause})"[:200]
+        if cause is None:
+            break
+        inner = getattr(cause, "reason", None)
+        cause = (
+            inner
+            if isinstance(inner, BaseException)
+            else next((a for a in cause.args if isinstance(a, BaseException)), None)
+        )
+    return f"{type(exc).__name__}: {exc}"[:300]
+
+
 class PrometheusReader:
-    """Runs the fixed query set concurrently (the client is synchronous, so each query runs in a thread)."""
+    """Runs the fixed query set concurrently (the client is synchronous, so each query runs in a thread of its
+    own pool). A query that does not answer within `timeout` seconds fails; `close` ends the threads."""
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise ValueError(f"the Prometheus timeout must be a positive number of seconds, got {timeout!r}")
         self.url = url
         self.timeout = timeout
-        self._client = PrometheusConnect(url=url, disable_ssl=False, timeout=math.ceil(timeout))
+        self._client = PrometheusConnect(url=url, disable_ssl=False, retry=NO_RETRY, timeout=math.ceil(timeout))
+        self._pool = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="promql")
         self.queries_sent = 0  # for the operator's own metrics and the scale benchmark
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
     async def _query(self, promql: str) -> list[dict[str, Any]]:
         self.queries_sent += 1
-        result = await asyncio.to_thread(self._client.custom_query, promql)
+        result = await self._in_thread(partial(self._client.custom_query, promql))
         if not isinstance(result, list):
             raise ValueError(f"unexpected Prometheus answer type {type(result).__name__}")
         return result
@@ -255,7 +299,7 @@ class PrometheusReader:
         for name, answer in zip(names, answers, strict=True):
             if isinstance(answer, BaseException):
                 failed.add(name)
-                errors.append(f"{name}: {type(answer).__name__}: {answer}"[:300])
+                errors.append(f"{name}: {describe_failure(answer, self.timeout)}")
                 continue
             parse_vector(name, answer, pods)
         return FleetSnapshot(at=now, pods=pods, failed=frozenset(failed), errors=tuple(errors))
@@ -275,7 +319,7 @@ class PrometheusReader:
                 step=f"{int(step)}s",
             )
 
-        result = await asyncio.to_thread(run)
+        result = await self._in_thread(run)
         out: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
         for series in result if isinstance(result, list) else []:
             labels = series.get("metric", {})

@@ -43,6 +43,13 @@ def run(
             "for services that set none."
         ),
     ] = "10s",
+    prometheus_timeout: Annotated[
+        str,
+        typer.Option(
+            help="How long one PromQL query may take; a tick against a Prometheus that does not answer "
+            "fails its queries after this and holds every service's count."
+        ),
+    ] = "10s",
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /healthz.")] = 8080,
     kubeconfig: Annotated[
         str | None, typer.Option(help="Kubeconfig to use instead of KUBECONFIG or the in-cluster account.")
@@ -66,6 +73,14 @@ def run(
     if tick <= 0:
         typer.echo("inferscale run: --interval must be positive", err=True)
         raise typer.Exit(2)
+    try:
+        query_timeout = parse_duration(prometheus_timeout)
+    except ValueError as e:
+        typer.echo(f"inferscale run: --prometheus-timeout: {e}", err=True)
+        raise typer.Exit(2) from None
+    if query_timeout <= 0:
+        typer.echo("inferscale run: --prometheus-timeout must be positive", err=True)
+        raise typer.Exit(2)
     if not 0 < metrics_port < 65536:
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)
         raise typer.Exit(2)
@@ -83,6 +98,7 @@ def run(
         namespaces=None if all_namespaces else list(namespace or []),
         metrics_port=metrics_port,
         kubeconfig=kubeconfig,
+        prometheus_timeout=query_timeout,
     )
     kopf.run(
         standalone=True,

@@ -178,6 +178,7 @@ class Collector:
 
     async def stop(self) -> None:
         await asyncio.gather(*(i.stop() for i in self.informers.values()))
+        self.prom.close()
 
     async def _read(self, gv: str, plural: str, ns: str | None) -> list[Obj]:
         informer = self.informers.get((ns, plural))

@@ -2,12 +2,15 @@
 real Prometheus in tests/e2e)."""
 
 import asyncio
+import socket
+import threading
 from typing import Any
 
 import pytest
 
 from inferscale.adapters.prometheus import (
     DEPLOYMENT_POD,
+    QUERIES,
     PrometheusReader,
     build_rate_history_query,
     deployment_of,
@@ -77,3 +80,62 @@ def test_rate_history_is_kept_per_deployment_of_a_model() -> None:
 )
 def test_a_pods_deployment_is_read_from_its_name(pod: str, deployment: str) -> None:
     assert deployment_of(pod) == deployment
+
+
+class Silent:
+    """A Prometheus that accepts connections and never answers (a SIGSTOPped process): counts connections."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        self.accepted: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.accepted:
+            conn.close()
+
+
+def test_a_hung_prometheus_fails_each_query_once_without_retrying_it() -> None:
+    silent = Silent()
+    reader = PrometheusReader(silent.url, timeout=1.0)
+    try:
+        snap = asyncio.run(reader.snapshot(0.0))
+    finally:
+        reader.close()
+        silent.close()
+    assert snap.unavailable and len(snap.errors) == len(QUERIES)
+    assert all(e.endswith(": no answer within 1s") for e in snap.errors), snap.errors
+    # urllib3's default retries would have opened 3-4 connections per query, each waiting a full timeout
+    assert len(silent.accepted) == len(QUERIES)
+
+
+@pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), float("inf")])
+def test_a_timeout_that_is_no_positive_time_is_refused(timeout: float) -> None:
+    with pytest.raises(ValueError, match="Prometheus timeout"):
+        PrometheusReader("http://127.0.0.1:1", timeout=timeout)
+
+
+def test_a_refused_connection_is_said_in_a_line_without_the_query() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once the socket closes
+    reader = PrometheusReader(f"http://127.0.0.1:{port}", timeout=1.0)
+    try:
+        snap = asyncio.run(reader.snapshot(0.0))
+    finally:
+        reader.close()
+    assert snap.unavailable
+    refused = "cannot connect: [Errno 111] Connection refused"
+    assert all(e.split(": ", 1)[1] == refused for e in snap.errors), snap.errors
