@@ -44,7 +44,8 @@ TICK_PHASE = Histogram(
 STATUS_WRITES = Counter(
     "inferscale_status_writes",
     "Status updates by outcome: written (news, in the tick), refreshed (figures only, paced between ticks), "
-    "dropped (a refresh not sent before the next tick, or refused as stale), unchanged.",
+    "dropped (a refresh not sent before the next tick, or refused as stale), unchanged, ahead (the scale event "
+    "recorded before the scale is made).",
     ("outcome",),
     registry=REGISTRY,
 )

@@ -234,6 +234,23 @@ def _history(
     return rt.history.get((as_selector(selector), ns, model, target if own else None)) or ()
 
 
+async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState, now: float) -> bool:
+    """Write the scaler's state, with the scale event it is about to make, before the scale: the rate limits
+    are counted from recorded events, so an operator killed between the scale and the status write (an OOM
+    kill) would restart without the event and scale again within the same period. Killed between this write
+    and the scale, it restarts with an event that did not happen and waits one period longer: the safe side.
+    Nothing is scaled when the record cannot be written."""
+    meta = body.get("metadata") or {}
+    path = _cr_path(meta["namespace"], meta["name"]) + "/status"
+    metrics.STATUS_WRITES.labels("ahead").inc()
+    if await write_status(rt.kube, path, {"status": {"scaler": state_to_status(state)}}, rt.logger):
+        return True
+    await post_event(
+        rt, body, "Warning", "ScaleDeferred", "could not record the scale event in status; not scaled", now
+    )
+    return False
+
+
 def _unrecorded(decision: Decision, now: float) -> ScalerState:
     """The decision's state without the scale event it assumed: used when nothing was written."""
     events = tuple(e for e in decision.state.scale_events if e.at != now)
@@ -364,7 +381,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
 
     advisory = spec.mode == "Advisory"
     acted = False
-    if decision.changed and not advisory:
+    if decision.changed and not advisory and await _record_ahead(rt, body, decision.state, now):
         patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
         version = (deployment.get("metadata") or {}).get("resourceVersion")
         if version:

@@ -125,10 +125,83 @@ async def test_a_missing_target_is_reported_not_raised() -> None:
 
 
 async def test_a_failing_api_never_raises_out_of_reconcile() -> None:
-    kube = FakeKube(fail={"/status": 500, "/events": 503})
+    kube = FakeKube(fail={"/events": 503})
     spec = {**GOOD, "replicas": {"min": 3, "max": 4}}  # below min: it must scale to 3
     decision = await reconcile(runtime(kube), tick(), svc(spec))
     assert decision is not None and kube.scales() == [3]
+    failing = FakeKube(fail={"/status": 500, "/events": 503})
+    assert await reconcile(runtime(failing), tick(), svc(spec)) is not None
+
+
+async def test_the_scale_event_is_in_status_before_the_scale_is_made() -> None:
+    kube = FakeKube()
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), svc(spec))
+    writes = [(p.rsplit("/", 1)[-1], b) for m, p, b in kube.calls if m == "PATCH"]
+    assert [w for w, _ in writes] == ["status", "scale", "status"]
+    (event,) = writes[0][1]["status"]["scaler"]["scaleEvents"]
+    assert (event["from"], event["to"]) == (2, 3)
+
+
+async def test_without_a_record_of_the_scale_event_nothing_is_scaled() -> None:
+    # the rate limits count recorded events: a scale the status cannot remember could be repeated at once
+    kube = FakeKube(fail={"/status": 500})
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), svc(spec))
+    assert kube.scales() == []
+    assert [e["reason"] for e in kube.events() if e["type"] == "Warning"].count("ScaleDeferred") == 1
+
+
+class Crash(BaseException):
+    """The process dies here (SIGKILL, an OOM kill): nothing after it runs."""
+
+
+class KilledAfterScaling(FakeKube):
+    """The operator dies at its first status write after a write to /scale."""
+
+    async def merge_patch(self, path: str, body: Any, answer: bool = True) -> dict[str, Any]:
+        if path.endswith("/status") and self.scales():
+            raise Crash
+        return await super().merge_patch(path, body, answer)
+
+
+def saturated_tick(ready: int, at: float) -> Tick:
+    """`ready` Ready pods, each with a full KV cache and 20 waiting: more replicas are wanted at any count."""
+    names = [f"llm-7d9f8c6b5-x{i}x4q" for i in range(ready)]
+    pods: dict[tuple[str, str, str], PodSeries] = {}
+    for name in names:
+        gauges = [
+            engine_sample(name, 0.95, __name__="vllm:kv_cache_usage_perc"),
+            engine_sample(name, 20, __name__="vllm:num_requests_waiting"),
+            engine_sample(name, 30, __name__="vllm:num_requests_running"),
+        ]
+        parse_vector("gauges", gauges, pods)
+        parse_vector("sample_time", [engine_sample(name, at - 2)], pods)
+        parse_vector("requests", [engine_sample(name, 5.0)], pods)
+    deployment = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": ready}}
+    t = Tick(at=at, seq=1, deployments={("ns", "llm"): deployment}, pods={"ns": [ready_pod(n) for n in names]})
+    t.fleet[()] = FleetSnapshot(at, pods, frozenset())
+    return t
+
+
+async def test_an_operator_killed_between_the_scale_and_its_status_keeps_the_rate_limit_when_restarted() -> None:
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
+    kube = KilledAfterScaling()
+    with pytest.raises(Crash):
+        await reconcile(runtime(kube), saturated_tick(2, NOW), svc(spec))
+    assert kube.scales() == [3]
+    # what a restarted operator reads: the status as the API server holds it (merge patches, in order)
+    left: dict[str, Any] = {}
+    for written in kube.statuses():
+        left.update(written)
+    restarted = FakeKube()
+    await reconcile(runtime(restarted), saturated_tick(3, NOW + 10), svc(spec, left))
+    assert restarted.scales() == [], "a second step of the 1-pod-per-60s limit, 10 s after the first"
+    (decision,) = [s["decision"] for s in restarted.statuses()]
+    assert decision["reason"] == "RateLimited"
+    again = FakeKube()
+    await reconcile(runtime(again), saturated_tick(3, NOW + 61), svc(spec, left))
+    assert again.scales() == [4]
 
 
 async def test_a_refused_scale_write_is_not_recorded_as_a_scale_event() -> None:

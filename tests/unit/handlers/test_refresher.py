@@ -95,8 +95,8 @@ async def test_reconcile_queues_a_figure_refresh_but_writes_news_in_the_tick() -
 
     body["spec"] = {**GOOD, "replicas": {"min": 3, "max": 4}}
     body["metadata"]["generation"] = 2
-    await reconcile(rt, tick(at=NOW + 45), body)  # a new count is news
-    assert len(kube.statuses()) == 2
+    await reconcile(rt, tick(at=NOW + 45), body)  # a new count is news: the scale event ahead of the scale, then all
+    assert len(kube.statuses()) == 3 and list(kube.statuses()[1]) == ["scaler"]
 
 
 @pytest.mark.looptime
