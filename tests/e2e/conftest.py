@@ -11,6 +11,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.e2e.cluster import E2E_DIR, REPO, Cluster, eventually, external_cluster, start_local_cluster
+from tests.e2e.exporter import Exporter
+from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.test_stack import gpu_deployment
 
 _SKIP = os.environ.get("INFERSCALE_SKIP_E2E", "") not in ("", "0")
 
@@ -59,3 +62,26 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     )
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture(scope="session")
+def crd(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", "crds/inferscale.dev_inferenceservices.yaml")
+    cluster.kubectl("wait", "--for=condition=Established", "crd/inferenceservices.inferscale.dev", "--timeout=60s")
+
+
+@pytest.fixture
+def target(cluster: Cluster, namespace: str) -> Iterator[Exporter]:
+    """A 1-replica GPU Deployment and a metrics fixture following its Ready pods."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1))
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    yield exporter
+    exporter.stop()
+
+
+@pytest.fixture
+def operator(cluster: Cluster, namespace: str) -> Iterator[OperatorProcess]:
+    op = OperatorProcess(cluster, namespace, interval="5s")
+    yield op
+    op.stop()
+    op.assert_no_tracebacks()

@@ -16,8 +16,8 @@ import pytest
 
 from tests.e2e.cluster import REPO, Cluster, eventually
 from tests.e2e.exporter import Exporter
+from tests.e2e.infsvc import replicas, service, status
 from tests.e2e.operator_proc import OperatorProcess
-from tests.e2e.test_operator import replicas, service, status
 from tests.e2e.test_stack import gpu_deployment
 
 
