@@ -66,6 +66,10 @@ class Observation:
     newest_sample_at: float | None = None  # timestamp of the freshest sample, for staleness
     capacity_blocked_replicas: int = 0  # pods Pending for lack of GPUs beyond the timeout
     gpu_utilization: float | None = None  # mean DCGM-style busy fraction (only baselines use it)
+    # requests/s arriving at a frontend or router (Dynamo's dynamo_frontend_requests_started_total): offered
+    # load, which completions hide when the fleet is saturated. vLLM exports no such counter, so the operator
+    # leaves it None and inferscale's policy must not read it; only the simulator's baselines do.
+    arrival_rate: float | None = None
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from inferscale.perf import EngineLimits, ReplicaProfile, prefill_step, replica_capacity_rps, replica_profile
 from inferscale.perf.calibration import NIM_8B, NIM_8B_LENGTHS, calibration_rows
 from inferscale.scaling.durations import format_duration
+from inferscale.sim.bounds import CAPPED_SHARE, Bounds, replay_bounds, time_at_max
 from inferscale.sim.engine import EngineConfig, Outcomes, ReplicaEngine
 from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_timelines
@@ -89,6 +90,8 @@ class TraceRun:
     budget: int | None = None
     default_budget: int = 0
     at_budget: TraceRun | None = None
+    bounds: Bounds | None = None  # the baselines' targets and the cap of the request-level replay
+    full_bounds: Bounds | None = None  # of the 14-day fluid replay
 
 
 def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
@@ -150,6 +153,7 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     )
     prepared = prepare(scenario)
     run.requests, run.duration = len(prepared.workload), prepared.workload.duration
+    run.bounds = replay_bounds(prepared.context)
     run.hopeless = unloaded_ttft_misses(prepared)
     run.prepared = prepared
     level_names = [n for n in names if not servegen or n in args.slice_policies]
@@ -166,7 +170,9 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     curve = rate_curve(prepared.context.trace, 60.0)
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
-        run.fluid_full, run.full_requests, run.full_duration = _fluid_14_days(path, fmt, scale, slo_ttft, args, log)
+        run.fluid_full, run.full_requests, run.full_duration, run.full_bounds = _fluid_14_days(
+            path, fmt, scale, slo_ttft, args, log
+        )
     return run
 
 
@@ -216,6 +222,7 @@ def _at_budget(
         requests=len(prepared.workload),
         duration=prepared.workload.duration,
         slo_ttft=run.slo_ttft,
+        bounds=replay_bounds(prepared.context),
     )
     _replay(variant, scenario, prepared, names, args, log)
     return variant
@@ -266,7 +273,7 @@ def _fluid_all(
 
 def _fluid_14_days(
     path: Path, fmt: str, scale: float, slo_ttft: float, args: argparse.Namespace, log: ProgressLog
-) -> tuple[dict[str, RunResult], float, float]:
+) -> tuple[dict[str, RunResult], float, float, Bounds]:
     fp = prepare_fluid(Scenario(path, fmt, rate_scale=scale, model=MODEL, gpu=GPU, slo_ttft=slo_ttft, slo_itl=SLO_ITL))
     log(f"{path.stem}: fluid, {fp.duration / 86400:.1f} days, {fp.expected_requests:,.0f} requests")
     curve_tables(fp.curve, fp.profile)  # solved once here, inherited by the forked workers
@@ -276,7 +283,7 @@ def _fluid_14_days(
         args.workers,
         lambda r: log(f"  {r.policy}: {r.scores.slo_attainment:.4f}, {r.wall_seconds:.1f}s"),
     )
-    return results, fp.expected_requests, fp.duration
+    return results, fp.expected_requests, fp.duration, replay_bounds(fp.context)
 
 
 # -- the engine against a published closed-loop measurement -----------------------------------------------
@@ -367,22 +374,53 @@ def _ratio(r: RunResult, results: dict[str, RunResult]) -> float:
     return r.scores.gpu_hours / oracle.scores.gpu_hours
 
 
-def _policy_table(results: dict[str, RunResult]) -> list[str]:
+def _policy_table(results: dict[str, RunResult], bounds: Bounds | None = None) -> list[str]:
+    """One row per policy; with `bounds`, the share of the run each spent at max replicas, and a mark on
+    the × oracle of those whose GPU-hours the cap set."""
     lines = [
-        "| policy | SLO attainment | GPU-hours | × oracle | scale actions | TTFT P95 | TTFT P99 | ITL mean | wall s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| policy | SLO attainment | GPU-hours | × oracle | at max replicas | scale actions | TTFT P95 | TTFT P99 "
+        "| ITL mean | wall s |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    capped = False
     for name, r in results.items():
         s = r.scores
         ratio = _ratio(r, results)
+        at_max = time_at_max(r.timeline, bounds.max_replicas) if bounds is not None else math.nan
+        mark = "†" if at_max >= CAPPED_SHARE else ""
+        capped = capped or bool(mark)
         itl = format_duration(s.itl_mean_s) if s.itl_mean_s is not None else "–"
         p95 = format_duration(s.ttft_p95_s) if math.isfinite(s.ttft_p95_s) else "∞"
         p99 = format_duration(s.ttft_p99_s) if math.isfinite(s.ttft_p99_s) else "∞"
         lines.append(
             f"| {'**' + name + '**' if name == INFERSCALE else name} | {_pct(s.slo_attainment)} | {s.gpu_hours:,.1f} | "
-            f"{'–' if math.isnan(ratio) else f'{ratio:.2f}'} | {s.scale_actions} | {p95} | {p99} | {itl} | "
-            f"{r.wall_seconds:.1f} |"
+            f"{'–' if math.isnan(ratio) else f'{ratio:.2f}{mark}'} | {'–' if math.isnan(at_max) else _pct(at_max)} | "
+            f"{s.scale_actions} | {p95} | {p99} | {itl} | {r.wall_seconds:.1f} |"
         )
+    if capped and bounds is not None:
+        lines += [
+            "",
+            f"† at max replicas ({bounds.max_replicas}, {MAX_OVER_PEAK}× the peak need) for {CAPPED_SHARE:.0%} of the "
+            "run or more: its GPU-hours are bounded by the benchmark's cap, not chosen by the peer it models.",
+        ]
+    return lines
+
+
+def _targets_table(runs: list[TraceRun], names: list[str]) -> list[str]:
+    """Each baseline's configured target on the replays where the baselines ran, and the cap."""
+    rows = [(f"{r.name} (14 days, fluid)", r.full_bounds) if r.fluid_full else (r.name, r.bounds) for r in runs]
+    rows += [(v.name, v.bounds) for v in _variants(runs)]
+    known = [(label, b) for label, b in rows if b is not None]
+    shown = [n for n in names if any(n in b.targets for _, b in known)]
+    if not shown:
+        return []
+    lines = [
+        "",
+        "| replay | max replicas | " + " | ".join(shown) + " |",
+        "|---|---:|" + "---|" * len(shown),
+    ]
+    for label, b in known:
+        lines.append(f"| {label} | {b.max_replicas} | " + " | ".join(b.targets.get(n, "–") for n in shown) + " |")
     return lines
 
 
@@ -493,6 +531,12 @@ def write_report(
         "forecasting it is late by a full time-to-ready at every such jump.",
         "- Policies run from the working tree at the time of the run; the baselines are implemented from their "
         "documented formulas and defaults (`sim/policies/`).",
+        "- The baselines' targets on each replay they ran on, and the max replicas that caps every fleet there. "
+        "Where a peer's default means nothing for a vLLM pod (Knative's 100 concurrent requests, AIBrix's sample KV "
+        "0.5, out of reach of short requests), the target is what a user who load-tested would set: one replica's "
+        "SLO operating point at the trace's mean lengths (perf model), with Knative's 70% target utilization on "
+        "top. aibrix-apa is AIBrix since PR #2671 (APA on the 180-s window mean, with the pending-replica guard).",
+        *_targets_table(runs, [n for n in POLICY_NAMES if n in args.policies]),
         "",
         "## Goals",
         "",
@@ -610,7 +654,7 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
             "",
             f"### 14 days, fluid ({run.full_requests:,.0f} requests over {run.full_duration / 86400:.1f} days)",
             "",
-            *_policy_table(run.fluid_full),
+            *_policy_table(run.fluid_full, run.full_bounds),
             "",
             "inferscale against the goals (fluid):",
             "",
@@ -626,7 +670,7 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
         lines += ["", f"{run.requests:,} requests over {format_duration(run.duration)}, request-level."]
     lines += [
         "",
-        *_policy_table(run.request_level),
+        *_policy_table(run.request_level, run.bounds),
         "",
         "inferscale against the goals:",
         "",
@@ -648,7 +692,7 @@ def _trace_section(run: TraceRun, args: argparse.Namespace) -> list[str]:
             "that budget here; "
             "the rate, the TTFT target and the seed are those of the table above.",
             "",
-            *_policy_table(run.at_budget.request_level),
+            *_policy_table(run.at_budget.request_level, run.at_budget.bounds),
             "",
             "inferscale against the goals:",
             "",

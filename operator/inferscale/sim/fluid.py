@@ -16,7 +16,11 @@ replaces the engines by the perf model's steady state, in steps of one scrape in
   the arrivals of one step that wait for the next step boundary, as a real engine always shows: a
   random arrival lands in a long mixed step more often than in a short one, and one step's worth
   matched the request-level engine's waiting gauge on the ServeGen slices better than half,
-  KV = batch × (I + O/2) / capacity, rates over 1 m); removed replicas stop billing at once (no drain).
+  KV = batch × (I + O/2) / capacity, rates over 1 m, the arrival rate is the curve's); removed replicas
+  stop billing at once (no drain);
+- GPU utilization is defined as in the request-level mode, the share of time an engine is stepping
+  averaged over 1 m: here the chain's probability that the replica holds a request, 1 − π(0), not the
+  batch (which reads 1 from one sequence on and would pin an HPA on it at its max).
 
 `bench` validates this mode against the request-level engine on the short traces and reports the
 difference next to the 14-day result.
@@ -30,7 +34,7 @@ import random
 import time
 from bisect import bisect_left
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -60,23 +64,39 @@ class _Table:
     batch: list[float]
     itl: list[float]
     ttft_p95: list[float]
+    # -ln P(idle): nearly linear in the rate (exactly so for independent requests), so it interpolates on
+    # this grid, which is sparse at low rates, where the share of time busy, 1 - P(idle), is curved
+    idle_log: list[float]
     tokens_per_seq: float  # mean KV tokens a running sequence holds
 
-    def at(self, rate: float) -> tuple[float, float, float]:
-        """(batch, itl, ttft_p95) at `rate` requests/s (clamped to just below saturation)."""
+    def at(self, rate: float) -> tuple[float, float, float, float]:
+        """(batch, itl, ttft_p95, busy) at `rate` requests/s (clamped to just below saturation)."""
         rates = self.rates
+        b, it, tt, lg = self.batch, self.itl, self.ttft_p95, self.idle_log
         i = bisect_left(rates, rate)
         if i >= len(rates):
-            return self.batch[-1], self.itl[-1], self.ttft_p95[-1]
+            return b[-1], it[-1], tt[-1], 1.0 - math.exp(-lg[-1])
         if i == 0:
-            return self.batch[0], self.itl[0], self.ttft_p95[0]
+            return b[0], it[0], tt[0], 1.0 - math.exp(-lg[0])
         w = (rate - rates[i - 1]) / (rates[i] - rates[i - 1])
-        b, it, tt = self.batch, self.itl, self.ttft_p95
         return (
             b[i - 1] + w * (b[i] - b[i - 1]),
             it[i - 1] + w * (it[i] - it[i - 1]),
             tt[i - 1] + w * (tt[i] - tt[i - 1]),
+            1.0 - math.exp(-(lg[i - 1] + w * (lg[i] - lg[i - 1]))),
         )
+
+
+def _idle_log(queue: ReplicaQueue, rate: float) -> float:
+    """-ln π(0) of the replica's chain at `rate` = ln Σ_n π(n)/π(0), with π(n)/π(0) = Π_{k≤n} λ/μ(k),
+    geometric beyond c; infinite at saturation (never idle)."""
+    r = rate / float(queue.mu[-1])
+    if r >= 1:
+        return math.inf
+    log_w = np.arange(1, queue.servers + 1) * math.log(rate) - queue.log_mu_cum
+    top = max(0.0, float(log_w.max()))  # scaled by e^-top: the products overflow near saturation
+    rest = float(np.exp(log_w - top).sum()) + math.exp(float(log_w[-1]) - top) * r / (1 - r)
+    return top + math.log(math.exp(-top) + rest)
 
 
 @lru_cache(maxsize=2048)
@@ -94,6 +114,7 @@ def _table(profile: ReplicaProfile, input_tokens: float, output_tokens: float) -
         batch=[s[0] for s in states],
         itl=[s[1] for s in states],
         ttft_p95=[s[2] for s in states],
+        idle_log=[_idle_log(queue, float(r)) for r in rates],
         tokens_per_seq=input_tokens + output_tokens / 2,
     )
 
@@ -133,8 +154,7 @@ def run_fluid(
     backlog = 0.0
     gpu_seconds = 0.0
     scale_actions = 0
-    served_steps: deque[float] = deque(maxlen=max(1, round(60.0 / dt)))
-    kv_steps: deque[float] = deque(maxlen=max(1, round(60.0 / dt)))
+    minute = _LastMinute(dt)
     history: list[RateSample] = []
     timeline = Timeline()
     next_decide = cfg.first_decision(policy.interval)
@@ -160,11 +180,11 @@ def run_fluid(
         backlog -= served
         per_replica = served / (ready * step) if ready else 0.0
         if ready:
-            batch, itl, ttft = table.at(per_replica)
+            batch, itl, ttft, busy = table.at(per_replica)
             if backlog > 1e-9:
                 ttft += backlog / (ready * table.mu_max)
         else:  # nobody serves: the wait lasts at least until the first pending replica is Ready
-            batch, itl = 0.0, math.nan
+            batch, itl, busy = 0.0, math.nan, math.nan
             ttft = (pending[0][0] if pending else duration + cfg.grace) - t
         total += arrivals
         if ready and itl <= cfg.slo_itl:
@@ -176,11 +196,10 @@ def run_fluid(
         arrived_sample += arrivals
         gpu_seconds += (ready + len(pending)) * step * profile.gpus
         kv = min(1.0, batch * table.tokens_per_seq / kv_capacity) if ready else math.nan
-        served_steps.append(served)
-        kv_steps.append(kv)
+        minute.add(served, arrivals, kv, busy)
         now = t + step
         if now >= next_history:
-            history.append(RateSample(now, sum(served_steps) / (len(served_steps) * dt)))
+            history.append(RateSample(now, minute.rate(minute.served)))
             next_history += 60.0
         if now >= next_decide:
             lengths = (point.mean_input or default_in, point.mean_output or default_out)
@@ -189,10 +208,8 @@ def run_fluid(
                 ready,
                 len(pending),
                 backlog + point.rate * itl,
-                (batch, itl, ttft, kv),
-                served_steps,
-                kv_steps,
-                dt,
+                (batch, itl, ttft),
+                minute,
                 lengths,
             )
             want = max(0, policy.decide(obs, now, history))
@@ -232,31 +249,59 @@ def run_fluid(
     return RunResult(policy.name, scores, timeline, time.perf_counter() - started)
 
 
+class _LastMinute:
+    """The steps of the last minute, which the 1-minute queries (rates, max_over_time, GPU utilization) span."""
+
+    def __init__(self, dt: float) -> None:
+        n = max(1, round(60.0 / dt))
+        self.dt = dt
+        self.served: deque[float] = deque(maxlen=n)
+        self.arrived: deque[float] = deque(maxlen=n)
+        self.kv: deque[float] = deque(maxlen=n)  # NaN while no replica is Ready
+        self.busy: deque[float] = deque(maxlen=n)
+
+    def add(self, served: float, arrived: float, kv: float, busy: float) -> None:
+        self.served.append(served)
+        self.arrived.append(arrived)
+        self.kv.append(kv)
+        self.busy.append(busy)
+
+    def rate(self, counts: deque[float]) -> float:
+        return sum(counts) / (len(counts) * self.dt)
+
+    @staticmethod
+    def known(values: deque[float]) -> list[float]:
+        return [v for v in values if not math.isnan(v)]
+
+
 def _observation(
     now: float,
     ready: int,
     pending: int,
     waiting: float,
-    state: tuple[float, float, float, float],
-    served_steps: deque[float],
-    kv_steps: deque[float],
-    dt: float,
+    state: tuple[float, float, float],
+    minute: _LastMinute,
     lengths: tuple[float, float],
 ) -> Observation:
-    """What the operator's queries would return; rates and the KV peak span the last minute of steps."""
-    if not ready:
-        return Observation(at=now, current_replicas=ready + pending, ready_replicas=ready, pending_replicas=pending)
-    batch, itl, ttft, kv = state
-    known_kv = [v for v in kv_steps if not math.isnan(v)]
-    rate = sum(served_steps) / (len(served_steps) * dt)
-    return Observation(
+    """What the operator's queries would return; rates, peaks and utilization span the last minute of steps."""
+    # The frontend counts arrivals whether or not a replica is Ready to report anything else.
+    base = Observation(
         at=now,
         current_replicas=ready + pending,
         ready_replicas=ready,
         pending_replicas=pending,
+        arrival_rate=minute.rate(minute.arrived),
+    )
+    if not ready:
+        return base
+    batch, itl, ttft = state
+    known_kv, busy = minute.known(minute.kv), minute.known(minute.busy)
+    rate = minute.rate(minute.served)
+    return replace(
+        base,
         pods_reporting=ready,
         state=MetricsState.COMPLETE,
-        kv_cache_utilization=kv,
+        kv_cache_utilization=known_kv[-1] if known_kv else None,
         kv_cache_utilization_max=max(known_kv) if known_kv else None,
         waiting=waiting,
         running=batch * ready,
@@ -266,7 +311,7 @@ def _observation(
         prompt_token_rate=rate * lengths[0],
         generation_token_rate=rate * lengths[1],
         newest_sample_at=now,
-        gpu_utilization=min(1.0, batch),
+        gpu_utilization=sum(busy) / len(busy) if busy else None,
     )
 
 

@@ -12,6 +12,8 @@ samples exactly one window apart):
 - ITL mean = increase(_sum[2m]) / increase(_count[2m]);
 - TPOT P95 = the same quantile over vllm:request_time_per_output_token_seconds (one sample per request);
 - request rate = increase(vllm:request_success_total[1m]) / 60 (completions, as the operator reads it);
+- arrival rate = requests routed per second over the same 1m: a frontend's started-requests counter
+  (Dynamo's dynamo_frontend_requests_started_total), from the count the replay passes to `scrape`;
 - token rates over 1m; gpu_utilization = busy-time fraction, averaged over pods and over 1m.
 
 Work per scrape is O(pods), independent of the number of requests.
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 from inferscale.scaling.histogram import histogram_quantile
 from inferscale.scaling.types import MetricsState, Observation, RateSample
@@ -50,11 +53,12 @@ def _counters(e: ReplicaEngine) -> list[float]:
 
 
 class _Scrape:
-    __slots__ = ("at", "counters", "kv_max", "kv_mean", "pods", "running", "util", "waiting")
+    __slots__ = ("arrived", "at", "counters", "kv_max", "kv_mean", "pods", "running", "util", "waiting")
 
-    def __init__(self, at: float, counters: list[float]) -> None:
+    def __init__(self, at: float, counters: list[float], arrived: int | None) -> None:
         self.at = at
         self.counters = counters
+        self.arrived = arrived
         self.pods = 0
         self.kv_mean: float | None = None
         self.kv_max: float | None = None
@@ -83,7 +87,8 @@ class Observer:
         self.rate_history: list[RateSample] = []
         self._next_history = 0.0
 
-    def scrape(self, now: float, fleet: Fleet) -> None:
+    def scrape(self, now: float, fleet: Fleet, arrived: int | None = None) -> None:
+        """`arrived`: requests that reached the router by `now` since the start (None: not counted)."""
         for r in fleet.deleted[self._n_retired :]:
             self._retired = [a + b for a, b in zip(self._retired, _counters(r.engine), strict=True)]
         self._n_retired = len(fleet.deleted)
@@ -93,7 +98,7 @@ class Observer:
                 r.engine.advance(now)
                 for i, v in enumerate(_counters(r.engine)):
                     total[i] += v
-        s = _Scrape(now, total)
+        s = _Scrape(now, total, arrived)
         ready = fleet.ready
         if ready:
             prev_at = self._scrapes[-1].at if self._scrapes else None
@@ -135,17 +140,31 @@ class Observer:
         return None
 
     def _rate(self, index: int, window: float) -> float | None:
+        return self._per_second(window, lambda s: s.counters[index])
+
+    def _per_second(self, window: float, counter: Callable[[_Scrape], float | None]) -> float | None:
         base = self._base(window)
         if base is None:
             return None
         last = self._scrapes[-1]
-        return (last.counters[index] - base.counters[index]) / (last.at - base.at)
+        now, then = counter(last), counter(base)
+        if now is None or then is None:
+            return None
+        return (now - then) / (last.at - base.at)
 
     def observe(self, now: float, fleet: Fleet) -> Observation:
         """The operator's view at `now`, from the newest scrape at or before it."""
         pending = len(fleet.pending)
         ready = len(fleet.ready)
-        base_obs = Observation(at=now, current_replicas=fleet.desired, ready_replicas=ready, pending_replicas=pending)
+        # The frontend counts arrivals whether or not a pod is Ready to report anything.
+        arrival_rate = self._per_second(self.rate_window, lambda s: s.arrived)
+        base_obs = Observation(
+            at=now,
+            current_replicas=fleet.desired,
+            ready_replicas=ready,
+            pending_replicas=pending,
+            arrival_rate=arrival_rate,
+        )
         if not self._scrapes or self._scrapes[-1].pods == 0:
             return base_obs
         last = self._scrapes[-1]
@@ -180,6 +199,7 @@ class Observer:
             generation_token_rate=self._rate(_GENERATION, self.rate_window),
             newest_sample_at=last.at,
             gpu_utilization=sum(utils) / len(utils) if utils else None,
+            arrival_rate=arrival_rate,
         )
 
 

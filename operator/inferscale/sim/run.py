@@ -129,7 +129,8 @@ def run_policy(
     next_sample = cfg.timeline_step
     arrived_since_sample = 0
 
-    def until(t: float) -> None:
+    def until(t: float, arrived: int) -> None:
+        """Every event up to `t`; `arrived` requests have reached the router by then."""
         nonlocal next_scrape, next_decide, next_sample, arrived_since_sample
         while True:
             ready_at = fleet.next_ready_at
@@ -140,7 +141,7 @@ def run_policy(
                 fleet.promote(tau)
             if next_scrape <= tau:
                 fleet.reap(tau)
-                observer.scrape(tau, fleet)
+                observer.scrape(tau, fleet, arrived)
                 next_scrape += cfg.scrape_interval
             if next_decide <= tau:
                 obs = observer.observe(tau, fleet)
@@ -165,13 +166,13 @@ def run_policy(
     for i in range(n):
         t = arrivals[i]
         if t >= next_event:
-            until(t)
+            until(t, i)
             next_event = min(fleet.next_ready_at, next_scrape, next_decide, next_sample)
         route(t, inputs[i], outputs[i], i, t)
         arrived_since_sample += 1
         if progress is not None and i % report_every == 0:
             progress(i / n)
-    until(workload.duration)
+    until(workload.duration, n)
     end = workload.duration + cfg.grace
     fleet.promote(end)  # replicas already Ready-bound take any request still queued at the router
     fleet.advance_all(end)

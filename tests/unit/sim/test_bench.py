@@ -5,12 +5,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from tests.unit.sim.policies.policy_fixtures import make_ctx, steady_trace
 
 from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.sim.bench import (
     TraceRun,
+    _policy_table,
     _seed_goal,
     _seed_table,
+    _targets_table,
     _verdict,
     closed_loop,
     scale_for,
@@ -18,6 +21,7 @@ from inferscale.sim.bench import (
     suggested_limits,
     unloaded_ttft_misses,
 )
+from inferscale.sim.bounds import Bounds, replay_bounds, time_at_max
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.run import RunResult, Timeline
 from inferscale.sim.scenario import Scenario, prepare
@@ -124,3 +128,50 @@ def test_the_planner_suggests_limits_only_where_a_prefill_step_is_over_the_itl_t
     assert suggested_limits(profile, (1155.0, 211.0), 0.5) is None  # Azure's
     at_2048 = replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=2048)
     assert suggested_limits(at_2048, (15000.0, 149.0), 7.0) is None
+
+
+def _at(result: RunResult, provisioned: list[int]) -> RunResult:
+    result.timeline.provisioned.extend(provisioned)
+    return result
+
+
+def test_time_at_max_is_the_share_of_samples_at_the_cap_or_above() -> None:
+    timeline = Timeline(provisioned=[10, 69, 69, 70, 40])  # 70: removed replicas still draining
+    assert time_at_max(timeline, 69) == pytest.approx(0.6)
+    assert time_at_max(Timeline(), 69) == 0.0
+
+
+def test_a_policy_at_max_replicas_for_a_noticeable_share_is_marked_as_capped() -> None:
+    results = {
+        "inferscale": _at(_result("inferscale", 0.99, 11.0), [20] * 10),
+        "oracle": _at(_result("oracle", 0.995, 10.0), [20] * 9 + [69]),
+        "hpa-gpu-util": _at(_result("hpa-gpu-util", 0.999, 30.0), [30] + [69] * 9),
+    }
+    table = _policy_table(results, Bounds(69, {}))
+    row = {line.split(" | ")[0].strip("|* "): line for line in table if line.startswith("|")}
+    assert "| 3.00† | 90.00% |" in row["hpa-gpu-util"]
+    assert "| 1.00† | 10.00% |" in row["oracle"]  # on the line: a tenth of the run is enough
+    assert "| 1.10 | 0.00% |" in row["inferscale"]
+    assert any(line.startswith("† at max replicas (69") for line in table)
+    quiet = _policy_table({"inferscale": _at(_result("inferscale", 0.99, 11.0), [20] * 10)}, Bounds(69, {}))
+    assert not any(line.startswith("†") for line in quiet)
+    assert "| – |" in _policy_table({"inferscale": _result("inferscale", 0.99, 11.0)})[2]  # no cap known
+
+
+def test_the_setup_prints_each_baselines_target_per_replay() -> None:
+    ctx = make_ctx(trace=steady_trace([(0.0, 600.0, 5.0)], 122, 15), max_replicas=75)
+    bounds = replay_bounds(ctx)
+    assert bounds.max_replicas == 75
+    assert bounds.targets["keda-queue"] == "5 waiting per replica"
+    assert bounds.targets["hpa-gpu-util"] == "GPU busy 60%"
+    assert bounds.targets["knative-kpa"].startswith(f"{0.7 * ctx.slo_point.batch:.0f} in flight per pod")
+    assert bounds.targets["aibrix-apa"].startswith(f"KV {0.7 * ctx.slo_kv_usage:.2f} ")
+    assert bounds.targets["wva-saturation"] == "KV 0.80 / queue 5 (spare 0.10 / 3)"
+    assert bounds.targets["dynamo-sla"].startswith("every 180 s; ")
+    run = TraceRun("m-small", Path("m-small.csv"), "servegen", 1.0, (122.0, 15.0))
+    run.fluid_full = {"oracle": _result("oracle", 0.99, 10.0)}
+    run.bounds, run.full_bounds = Bounds(30, {}), bounds
+    table = _targets_table([run], ["inferscale", "keda-queue", "aibrix-apa"])
+    assert table[1] == "| replay | max replicas | keda-queue | aibrix-apa |"
+    assert table[3].startswith("| m-small (14 days, fluid) | 75 | 5 waiting per replica | KV 0.06 ")
+    assert _targets_table([run], ["inferscale"]) == []

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from inferscale.perf import replica_capacity_rps, replica_profile
@@ -9,7 +10,7 @@ from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import run_fluid
-from inferscale.sim.run import RunConfig
+from inferscale.sim.run import RunConfig, Workload, run_policy
 from inferscale.sim.traces import RatePoint
 
 PROFILE = replica_profile("llama-3.1-8b", "h100-80gb")
@@ -54,6 +55,9 @@ def test_too_few_replicas_build_a_backlog_and_miss() -> None:
     late = policy.seen[-1]
     assert late.waiting is not None and late.waiting > 1000
     assert late.kv_cache_utilization is not None and late.kv_cache_utilization > 0.5
+    # The frontend sees the offered load; completions only what two replicas serve.
+    assert late.arrival_rate == pytest.approx(4 * CAPACITY)
+    assert late.request_rate is not None and late.request_rate < 0.6 * 4 * CAPACITY
 
 
 def test_new_replicas_serve_only_after_their_time_to_ready() -> None:
@@ -64,3 +68,26 @@ def test_new_replicas_serve_only_after_their_time_to_ready() -> None:
     assert ready[300.0] == 2 and ready[360.0] == 6
     # Billing starts at creation (t = 10 s), not at Ready.
     assert r.scores.gpu_hours == pytest.approx((2 * 3600 + 4 * 3590) / 3600)
+
+
+@pytest.mark.parametrize("rate", [1.0, 2.0])
+def test_gpu_utilization_is_the_busy_fraction_the_request_level_engine_reports(rate: float) -> None:
+    """HPA reads the same metric in both modes: the share of time an engine steps, averaged over a
+    minute. One replica with Poisson arrivals of 500/100 tokens is busy about half the time at 1 rps,
+    while its mean batch is 0.67 (which min(1, batch) would report) and 1.3 at 2 rps (read as 1.0)."""
+    rng = np.random.default_rng(0)
+    n = rng.poisson(rate * 1800)
+    requests = Workload(
+        "poisson", np.sort(rng.uniform(0, 1800, n)), np.full(n, 500, np.int64), np.full(n, 100, np.int64), 1800.0
+    )
+    level, fluid = Fixed(1), Fixed(1)
+    run_policy(requests, level, cfg(1))
+    run_fluid([RatePoint(0.0, rate, 500.0, 100.0)], 1800.0, fluid, PROFILE, cfg(1))
+
+    def mean_util(policy: Fixed) -> float:
+        utils = [o.gpu_utilization for o in policy.seen if o.at >= 120 and o.gpu_utilization is not None]
+        return sum(utils) / len(utils)
+
+    batch = [o.running for o in fluid.seen if o.at >= 120 and o.running is not None]
+    assert mean_util(fluid) == pytest.approx(mean_util(level), abs=0.05)
+    assert min(1.0, sum(batch) / len(batch)) - mean_util(level) > 0.15

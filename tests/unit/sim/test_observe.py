@@ -73,6 +73,7 @@ def test_rate_history_has_one_sample_per_minute(engine_cfg: EngineConfig) -> Non
         observer.scrape(float(t), fleet)
     assert [s.at for s in observer.rate_history] == [60.0, 120.0, 180.0, 240.0, 300.0]
     assert all(s.value == 0.0 for s in observer.rate_history)
+    assert observer.observe(300.0, fleet).arrival_rate is None  # no arrival count given: unknown, not zero
 
 
 def test_tpot_p95_is_over_requests_not_tokens(engine_cfg: EngineConfig) -> None:
@@ -100,3 +101,23 @@ def test_an_engine_counts_each_finished_request_once_at_its_mean_itl(engine_cfg:
     # every finished request is observed, the one-token answer (no inter-token gap) as 0, as vLLM does
     assert sum(e.tpot_buckets) == 8 and e.tpot_buckets[0] >= 1
     assert 0 < e.tpot_sum / 7 <= e.itl_sum / e.itl_count * 1.5
+
+
+def test_arrival_rate_counts_requests_routed_over_the_last_minute(engine_cfg: EngineConfig) -> None:
+    """The frontend's started-requests counter: arrivals, whether or not they completed, and even while
+    no pod is Ready to report anything else."""
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(1)
+    observer = Observer()
+    for t in range(0, 125, 5):
+        observer.scrape(float(t), fleet, arrived=3 * t)  # 3 requests/s reach the router
+    obs = observer.observe(125.0, fleet)
+    assert obs.arrival_rate == pytest.approx(3.0)
+    assert obs.request_rate == 0.0  # none was served: completions cannot tell the demand
+    starting = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    starting.scale_to(1, 0.0)
+    cold = Observer()
+    for t in range(0, 65, 5):
+        cold.scrape(float(t), starting, arrived=2 * t)
+    obs = cold.observe(60.0, starting)
+    assert obs.arrival_rate == pytest.approx(2.0) and obs.request_rate is None

@@ -86,6 +86,14 @@ def test_policies_see_observations_of_their_own_fleet_after_the_warmup(engine_cf
     assert all(o.ttft_p95 is not None and o.ttft_p95 < 0.5 for o in later)
 
 
+def test_policies_see_the_offered_load_even_when_the_fleet_cannot_serve_it(engine_cfg: EngineConfig) -> None:
+    policy = Scripted({0: 1})
+    run_policy(poisson(400, 300, seed=3), policy, config(engine_cfg, 1))
+    late = [o for o in policy.seen if o.at >= 120]
+    assert late and all(o.arrival_rate is not None and o.arrival_rate == pytest.approx(400, rel=0.1) for o in late)
+    assert all(o.request_rate is not None and o.request_rate < 0.8 * 400 for o in late)  # one replica, saturated
+
+
 def test_side_by_side_in_a_process_pool_equals_one_by_one(engine_cfg: EngineConfig) -> None:
     w = poisson(30, 300, seed=2)
     plans: dict[str, dict[int, int]] = {"small": {0: 1}, "big": {0: 4}}

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from inferscale.perf import ReplicaProfile, replica_capacity_rps
+from inferscale.perf import OperatingPoint, ReplicaProfile, operating_point, replica_capacity_rps
 from inferscale.sim.requests import Trace
 from inferscale.sim.traces import RatePoint, rate_curve
 
@@ -97,6 +97,20 @@ class PolicyContext:
         if self.curve is not None:
             return list(self.curve)
         return rate_curve(self.trace, window)
+
+    @cached_property
+    def slo_point(self) -> OperatingPoint:
+        """One replica at the edge of the SLO at the trace's mean lengths: what a user finds by load-testing
+        their typical request, and sets a baseline's per-pod target from."""
+        lengths = (self.mean_input_tokens, self.mean_output_tokens)
+        return operating_point(self.profile, *lengths, self.slo_ttft, self.slo_itl)
+
+    @property
+    def slo_kv_usage(self) -> float:
+        """The KV-cache usage (0..1) one replica shows at `slo_point`: its batch, each sequence holding its
+        prompt and on average half its output (how perf.capacity and the fluid mode count a sequence)."""
+        tokens = self.mean_input_tokens + self.mean_output_tokens / 2
+        return min(1.0, self.slo_point.batch * tokens / self.profile.kv_capacity_tokens)
 
     @cached_property
     def mean_input_tokens(self) -> float:

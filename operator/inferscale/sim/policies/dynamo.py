@@ -7,6 +7,14 @@ load predictor with Kalman defaults q_level 1.0, q_trend 0.1, r 10, min_points 5
   interval's, and set replicas = max(ceil(predicted_rps / engine_rps), min_endpoint), where engine_rps
   is one engine's rate at the TTFT and ITL SLAs (`find_best_engine_agg_rps`; here the perf model
   stands in for the pre-deployment profile).
+- Demand is offered load: the requests started at the frontend over the interval
+  (`traffic_metrics.py::get_avg_request_count`, increase(dynamo_frontend_requests_started_total), "so
+  throughput planning sees offered load, not only completed responses"), here the observation's
+  arrival rate sampled once a minute (it is a 1-minute rate, so three samples tile the interval). A
+  saturated fleet completes only what it serves, so completions would hide the demand above capacity.
+  Without that signal (the operator's observation has none: vLLM exports no arrival counter) the
+  completions of `vllm:request_success_total` stand in, as Dynamo falls back to completed requests
+  when the started-requests series is missing.
 - Predictor: a documented simplification. Dynamo's default is ARIMA (statsmodels); this uses its
   built-in alternative, the Kalman local-linear-trend predictor with Dynamo's defaults, which needs
   no extra dependency. Below 5 observations it predicts the last value.
@@ -22,8 +30,10 @@ from collections.abc import Sequence
 
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.policies.context import PolicyContext
+from inferscale.sim.policies.window import Samples
 
 ADJUSTMENT_INTERVAL = 180.0
+SAMPLE_INTERVAL = 60.0
 MIN_ENDPOINT = 1
 KALMAN_Q_LEVEL = 1.0
 KALMAN_Q_TREND = 0.1
@@ -73,25 +83,42 @@ class DynamoSLA:
     name = "dynamo-sla"
 
     def __init__(self, ctx: PolicyContext) -> None:
-        self.interval = ADJUSTMENT_INTERVAL
+        self.interval = SAMPLE_INTERVAL
+        self.adjustment_interval = ADJUSTMENT_INTERVAL
         self.ctx = ctx
         self._requests = KalmanTrend()
         self._isl = KalmanTrend()
         self._osl = KalmanTrend()
+        self._arrivals = Samples(keep=ADJUSTMENT_INTERVAL)
+        self._next_run: float | None = None
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         current = obs.current_replicas
-        recent = [s.value for s in rate_history if now - self.interval < s.at <= now and math.isfinite(s.value)]
-        rate = sum(recent) / len(recent) if recent else obs.request_rate
+        if obs.arrival_rate is not None and math.isfinite(obs.arrival_rate):
+            self._arrivals.add(now, obs.arrival_rate)
+        if self._next_run is None:  # on the interval's grid from the start, whenever the first sample comes
+            self._next_run = math.ceil(now / ADJUSTMENT_INTERVAL - 1e-9) * ADJUSTMENT_INTERVAL
+        if now < self._next_run - 1e-9:
+            return current
+        self._next_run = now + ADJUSTMENT_INTERVAL
+        rate = self._demand(obs, now, rate_history)
         if rate is None or obs.request_rate is None or obs.request_rate <= 0:
             return current  # no ISL/OSL without completions: Dynamo skips the adjustment
         if obs.prompt_token_rate is None or obs.generation_token_rate is None:
             return current
-        self._requests.update(rate * self.interval)
+        self._requests.update(rate * ADJUSTMENT_INTERVAL)
         self._isl.update(obs.prompt_token_rate / obs.request_rate)
         self._osl.update(obs.generation_token_rate / obs.request_rate)
-        demand = max(self._requests.predict(), 0.0) / self.interval
+        demand = max(self._requests.predict(), 0.0) / ADJUSTMENT_INTERVAL
         isl = max(self._isl.predict(), 0.0)
         osl = max(self._osl.predict(), 1.0)
         needed = max(self.ctx.replicas_for(demand, isl, osl), MIN_ENDPOINT)
         return self.ctx.clamp(needed)
+
+    def _demand(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> float | None:
+        """Requests/s over the last interval: started at the frontend, else completed."""
+        started = self._arrivals.values(now, ADJUSTMENT_INTERVAL)
+        if started:
+            return sum(started) / len(started)
+        done = [s.value for s in rate_history if now - ADJUSTMENT_INTERVAL < s.at <= now and math.isfinite(s.value)]
+        return sum(done) / len(done) if done else obs.request_rate

@@ -9,7 +9,9 @@ Source: reference/peer-autoscalers.md §4.5 and DESIGN §1 ("Why CPU-based HPA f
   scale-up 100 % or 4 pods per 15 s, the larger).
 - Metric pipeline lag 15 s: the HPA acts on the sample from one sync earlier (exporter -> Prometheus
   -> adapter; the "HPA scrape delay: 15 s in production" of BLIS, reference/serving-metrics §1.4).
-- Pods without a sample (not Ready yet) count as 0 % on scale-up and 100 % on scale-down.
+- Pending pods count as 0 % on a scale-up and are left out on a scale-down (`groupPods` puts a
+  Pending-phase pod with the unready ones); Ready pods without a sample count as 0 % on a scale-up
+  and 100 % on a scale-down.
 - No metric at all: the HPA cannot compute (ScalingActive=False) and keeps the current count.
 """
 
@@ -46,7 +48,8 @@ class HPAGpuUtil:
         reporting = self._reporting.latest(now, self.metric_lag)
         if usage is None or reporting is None or reporting < 1 or current == 0:
             return current
-        pods = obs.ready_replicas + obs.pending_replicas
-        n_reporting = min(int(reporting), pods) if pods else int(reporting)
-        desired = pods_metric_replicas(usage, self.target, current, n_reporting, max(pods - n_reporting, 0))
+        ready = obs.ready_replicas
+        n_reporting = min(int(reporting), ready) if ready else int(reporting)
+        missing = max(ready - n_reporting, 0)
+        desired = pods_metric_replicas(usage, self.target, current, n_reporting, missing, obs.pending_replicas)
         return self._behavior.apply(desired, current, now)

@@ -25,19 +25,28 @@ DEFAULT_SCALE_DOWN = ScaleRule(stabilization_window=300.0, max_change_percent=10
 
 
 def pods_metric_replicas(
-    usage: float, target: float, current: int, reporting: int, unreporting: int, tolerance: float = TOLERANCE
+    usage: float,
+    target: float,
+    current: int,
+    reporting: int,
+    missing: int,
+    pending: int = 0,
+    tolerance: float = TOLERANCE,
 ) -> int:
-    """`calcPlainMetricReplicas` for a per-pod average metric. `usage` is the mean over the `reporting`
-    pods; `unreporting` pods (not Ready, or Ready without a sample) count as 0 % of target on a
-    scale-up and 100 % on a scale-down; a change that flips direction is dropped."""
+    """`calcPlainMetricReplicas` for a per-pod average metric, pods grouped as `groupPods` does for a
+    non-CPU metric. `usage` is the mean over the `reporting` pods; `missing` pods (Running, no sample)
+    count as 100 % of target on a scale-down and 0 % on a scale-up; `pending` pods (Pending phase,
+    unready) count as 0 % on a scale-up and are left out on a scale-down; a change that flips direction
+    is dropped."""
     ratio = usage / target
-    if unreporting == 0:
+    scale_up_with_pending = pending > 0 and ratio > 1.0
+    if not scale_up_with_pending and missing == 0:
         if abs(1.0 - ratio) <= tolerance:
             return current
         return math.ceil(ratio * reporting)
-    fill = 0.0 if ratio > 1.0 else target
-    total = reporting + unreporting
-    new_ratio = (usage * reporting + fill * unreporting) / (target * total)
+    fill = target if ratio < 1.0 else 0.0
+    total = reporting + missing + (pending if scale_up_with_pending else 0)
+    new_ratio = (usage * reporting + fill * missing) / (target * total)
     if abs(1.0 - new_ratio) <= tolerance or (ratio < 1.0 < new_ratio) or (ratio > 1.0 > new_ratio):
         return current
     replicas = math.ceil(new_ratio * total)

@@ -3,7 +3,9 @@ production-stack ships it.
 
 Sources: reference/peer-autoscalers.md §4.4 (KEDA 2.18) and §4.6 (production-stack example),
 DESIGN §6. Defaults: query `sum(vllm:num_requests_waiting)`, threshold 5 (AverageValue), polling
-15 s, cooldownPeriod 360 s, activationThreshold 0, ignoreNullValues true.
+15 s, cooldownPeriod 360 s, activationThreshold 0, ignoreNullValues true. production-stack's example
+queries the bare metric, one series per pod, which KEDA's Prometheus scaler rejects (it needs one
+element): `sum()` is the fix its user makes.
 - 1 <-> N is an HPA on the External metric: desired = ceil(waiting / 5) unless within the 0.1
   tolerance of the current count, then the HPA default behavior (scale-down window 300 s), with
   the HPA's minReplicas = max(minReplicaCount, 1).

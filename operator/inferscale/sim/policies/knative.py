@@ -9,11 +9,16 @@ target utilization 70 %.
   hundreds of sequences and its latency, not its slots, is the limit). A KPA user of vLLM sets
   `autoscaling.knative.dev/target` to the concurrency at which one pod still meets the SLO in their
   load test; here that is the batch size of the perf model's SLO operating point at the trace's
-  mean lengths (`perf.operating_point(...).batch`), with Knative's 70 % target utilization on top.
+  mean lengths (`PolicyContext.slo_point`), with Knative's 70 % target utilization on top.
 - desired = ceil(window-average total concurrency / (target x 0.7)) for the stable and panic windows,
   each bounded to [floor(ready / 2), ceil(1000 x ready)]. Panic starts when the panic count is
   >= 2 x ready pods and lasts until a full stable window passes without that; while panicking the
   count never goes down (the max reached in panic is held).
+- Start: as `newAutoscaler` does, a KPA that finds more than one pod Ready starts in panic mode with
+  the ready count as the panic maximum ("keeping at least the current scale until we accumulate enough
+  data"), so it cannot scale down before a stable window of its own samples has passed. Here the
+  autoscaler starts at the policy's first decision, the end of the replay's warm-up (it has no sample
+  from before).
 - No sample in the stable window: the decision is invalid and the count is kept.
 - Scale to zero (grace 30 s) is not modelled: the count never goes below max(min, 1).
 """
@@ -23,7 +28,6 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from inferscale.perf import operating_point
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.policies.context import PolicyContext
 from inferscale.sim.policies.window import Samples
@@ -39,8 +43,7 @@ TARGET_UTILIZATION = 0.7
 
 def slo_concurrency(ctx: PolicyContext) -> float:
     """Per-pod concurrency at which one replica meets the SLO at the trace's mean lengths."""
-    point = operating_point(ctx.profile, ctx.mean_input_tokens, ctx.mean_output_tokens, ctx.slo_ttft, ctx.slo_itl)
-    return max(point.batch, 1.0)
+    return max(ctx.slo_point.batch, 1.0)
 
 
 class KnativeKPA:
@@ -55,12 +58,18 @@ class KnativeKPA:
         self._concurrency = Samples(keep=STABLE_WINDOW)
         self._panic_since: float | None = None  # last time the panic condition held
         self._max_panic_pods = 0
+        self._started = False
 
     @property
     def panicking(self) -> bool:
         return self._panic_since is not None
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
+        if not self._started:
+            self._started = True
+            if obs.ready_replicas > 1:
+                self._panic_since = now
+                self._max_panic_pods = obs.ready_replicas
         if obs.running is not None or obs.waiting is not None:
             self._concurrency.add(now, (obs.running or 0.0) + (obs.waiting or 0.0))
         stable = self._concurrency.mean(now, STABLE_WINDOW)

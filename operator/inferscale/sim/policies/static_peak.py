@@ -6,8 +6,8 @@ planning headroom (`scaling.capacity.HEADROOM`) as the oracle and inferscale: ca
 the edge where TTFT P95 equals the target, and a fleet sized exactly there misses the SLO at the very
 peak it was sized for (measured on ServeGen m-mid, 1 h at time-scale 24 and rate-scale 0.3: 81.7 %
 attainment at 0.92x the oracle's GPU-hours without it). It looks at the trace by definition: the peak
-is what such a team sizes for from its own history. Start the fleet at
-`replicas` (the simulator should use it as the initial count), or it ramps once at the first tick.
+is what such a team sizes for from its own history. The fleet starts at the warm count every policy
+gets (`scenario._sized`), so it ramps to `replicas` at its first decision and pays that cold start.
 """
 
 from __future__ import annotations

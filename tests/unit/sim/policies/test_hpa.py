@@ -43,11 +43,22 @@ def test_busy_gpus_read_as_full_and_keep_growing() -> None:
 
 def test_unready_pods_count_as_zero_on_scale_up() -> None:
     # 2 ready pods at 100 %, 2 pending: (2 x 1.0 + 2 x 0) / (4 x 0.6) < 1 flips direction -> hold.
-    assert pods_metric_replicas(1.0, 0.6, current=4, reporting=2, unreporting=2) == 4
+    assert pods_metric_replicas(1.0, 0.6, current=4, reporting=2, missing=0, pending=2) == 4
     # 3 ready at 100 %, 1 pending: 3 / 2.4 = 1.25 -> ceil(1.25 x 4) = 5.
-    assert pods_metric_replicas(1.0, 0.6, current=4, reporting=3, unreporting=1) == 5
+    assert pods_metric_replicas(1.0, 0.6, current=4, reporting=3, missing=0, pending=1) == 5
+    # A Ready pod without a sample counts as 0 % on a scale-up too.
+    assert pods_metric_replicas(1.0, 0.6, current=4, reporting=3, missing=1) == 5
     # Scale-down with a pod missing: it counts as at target, which softens the cut.
-    assert pods_metric_replicas(0.3, 0.6, current=4, reporting=3, unreporting=1) == 3
+    assert pods_metric_replicas(0.3, 0.6, current=4, reporting=3, missing=1) == 3
+
+
+def test_a_pending_pod_is_left_out_of_a_scale_down() -> None:
+    """groupPods puts a Pending-phase pod with the unready ones, which count only on a scale-up: on a
+    scale-down the ratio is the ready pods' own, ceil(0.5 x 3) = 2 (filled at target it would be 3)."""
+    assert pods_metric_replicas(0.3, 0.6, current=4, reporting=3, missing=0, pending=1) == 2
+    hpa = HPAGpuUtil(make_ctx())
+    seen = [hpa.decide(make_obs(4, ready=3, pending=1, gpu_utilization=0.3), float(t), []) for t in range(0, 330, 15)]
+    assert seen[-1] == 2  # once the 300-s window has let go of the initial 4
 
 
 def test_default_scale_up_limit_is_the_larger_of_100_percent_and_4_pods() -> None:

@@ -117,3 +117,17 @@ def test_the_spec_carries_the_engines_batch_limits() -> None:
     assert policy.policy.capacity_prior_rps == pytest.approx(
         replica_capacity_rps(profile, TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, 0.5, 0.05)
     )
+
+
+def test_the_frontend_arrival_rate_the_operator_cannot_see_does_not_change_a_decision() -> None:
+    """Only the simulator has `arrival_rate` (vLLM exports no arrival counter): inferscale's decisions
+    on a saturated fleet must be the same with it, at any value, as without it."""
+    timeline = [(float(t), loaded(4, kv=0.95 if 60 < t < 200 else 0.3, rate=30.0)) for t in range(0, 400, 10)]
+    runs = []
+    for arrival in (None, 0.0, 30.0, 500.0):
+        policy, out = Inferscale(make_ctx()), []
+        for t, obs in timeline:
+            out.append(policy.decide(replace(obs, at=t, arrival_rate=arrival), t, []))
+        runs.append(out)
+    assert max(runs[0]) > 4
+    assert all(r == runs[0] for r in runs)

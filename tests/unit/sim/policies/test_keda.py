@@ -57,3 +57,15 @@ def test_a_new_hpa_waits_a_window_before_scaling_down() -> None:
     seen = {t: keda.decide(make_obs(4, waiting=0.0), float(t), []) for t in range(0, 330, 15)}
     assert all(n == 4 for t, n in seen.items() if t < 300)  # recordInitialRecommendation
     assert seen[300] == 1
+
+
+def test_a_healthy_fleet_is_in_the_queue_triggers_dead_zone() -> None:
+    """production-stack's trigger (threshold 5 on waiting, AverageValue) has no signal below saturation:
+    24 replicas serving 3000 requests with 4 waiting in total want ceil(4 / 5) = 1, taken after the
+    300-s window. The peer's behaviour, which the benchmark's collapse-then-flood replays show."""
+    keda = KedaQueue(make_ctx(max_replicas=69))
+    t, got = 0.0, 24
+    while t <= 315.0:
+        got = keda.decide(make_obs(24, waiting=4.0, running=3000.0), t, [])
+        t += 15.0
+    assert got == 1
