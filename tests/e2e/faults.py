@@ -42,26 +42,30 @@ class Faults:
         self.pids, self.logs = e2e_dir / "pids", e2e_dir / "logs"
         self._children: list[subprocess.Popen[bytes]] = []
 
+    def _recorded_pid(self, name: str) -> int:
+        return int((self.pids / f"{name}.pid").read_text().strip())
+
     def pid(self, name: str) -> int:
-        pid = int((self.pids / f"{name}.pid").read_text().strip())
-        os.kill(pid, 0)  # raises if it is not running
+        pid = self._recorded_pid(name)
+        if not _alive(pid):
+            raise ProcessLookupError(f"{name} (pid {pid}) is not running")
         return pid
 
     def snapshot(self, name: str) -> Process:
         pid = self.pid(name)
         proc = pathlib.Path(f"/proc/{pid}")
-        argv = [a.decode() for a in proc.joinpath("cmdline").read_bytes().split(b"\0") if a]
+        argv = [a.decode() for a in proc.joinpath("cmdline").read_bytes().split(b"\0")[:-1]]  # "" args kept
         pairs = (e.decode(errors="replace").split("=", 1) for e in proc.joinpath("environ").read_bytes().split(b"\0"))
         env = {kv[0]: kv[1] for kv in pairs if len(kv) == 2}
         return Process(name, argv, env, os.readlink(proc / "cwd"))
 
-    def kill(self, name: str) -> Process:
-        """SIGKILL, as an OOM kill or a node losing power would; returns how to start it again."""
-        process = self.snapshot(name)
+    def kill(self, name: str) -> None:
+        """SIGKILL, as an OOM kill or a node losing power would."""
         pid = self.pid(name)
         os.kill(pid, signal.SIGKILL)
         eventually(lambda: not _alive(pid), 30, f"{name} (pid {pid}) to exit after SIGKILL")
-        return process
+        for child in self._children:
+            child.poll()  # reap what this run started, so a killed child is not a zombie that reads as alive
 
     def start(self, process: Process) -> int:
         with open(self.logs / f"{process.name}.log", "ab") as log:
@@ -81,11 +85,13 @@ class Faults:
     @contextlib.contextmanager
     def killed(self, name: str) -> Iterator[Process]:
         """`name` is down inside the block; started again with the same flags after it, and waited for."""
-        process = self.kill(name)
+        process = self.snapshot(name)
         try:
+            self.kill(name)
             yield process
         finally:
-            self.start(process)
+            if not _alive(self._recorded_pid(name)):
+                self.start(process)
             self.wait_healthy(name)
 
     @contextlib.contextmanager

@@ -30,8 +30,9 @@ import pytest
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
 from tests.e2e.faults import Faults
-from tests.e2e.infsvc import TICK, condition, replicas, sample_replicas, service, status
+from tests.e2e.infsvc import TICK, condition, replicas, service, status
 from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.test_stack import ts
 
 pytestmark = pytest.mark.usefixtures("crd")
 
@@ -83,9 +84,14 @@ def test_a_a_prometheus_outage_holds_the_count_and_decisions_resume_after_it(
         said = time.monotonic() - began
         cond = condition(status(cluster, namespace), "MetricsAvailable")
         assert cond is not None and cond["reason"] in ("MetricsMissing", "MetricsStale"), cond
-        held = sample_replicas(cluster, namespace, outage - (time.monotonic() - began))
-        assert {n for _, n in held} == {3}, f"replicas changed during the outage: {held}"
-        assert operator.healthy(), "/healthz failed during a Prometheus outage: a liveness probe would restart it"
+        held, healthz = [], []
+        while time.monotonic() - began < outage:  # a negative window: sampled every second, nothing may change
+            held.append(replicas(cluster, namespace))
+            healthz.append(operator.healthy())
+            time.sleep(1.0)
+        assert set(held) == {3}, f"replicas changed during the outage: {held}"
+        # a liveness probe on /healthz would restart an operator that holds correctly
+        assert all(healthz), f"/healthz failed {healthz.count(False)} times of {len(healthz)} during the outage"
         assert counter(operator.metrics(), "inferscale_prometheus_query_errors_total") > errors
         print(f"Prometheus {fault}: MetricsAvailable=False after {said:.1f}s; 3 replicas held for {outage:.0f}s")
     back = time.monotonic()
@@ -155,7 +161,7 @@ class ReplicaLog:
         while not self._stop.is_set():
             try:
                 n = replicas(self.cluster, self.ns)
-            except AssertionError:
+            except Exception:  # a failed read is a gap in the log, not the end of it
                 n = None
             if n is not None and (not self.changes or self.changes[-1][1] != n):
                 self.changes.append((time.monotonic(), n))
@@ -192,7 +198,12 @@ def test_c_killed_every_few_seconds_the_operator_keeps_its_rate_limit_and_conver
     steps = [(round(t - started, 1), n) for t, n in log.changes]
     print(f"{kills} SIGKILLs; replicas over time (s): {steps}")
     assert kills >= 5, "the scale-up finished before the operator was killed often enough to test anything"
-    assert all(n1 == n0 + 1 for (_, n0), (_, n1) in itertools.pairwise(log.changes)), f"a step of >1: {steps}"
-    gaps = [t1 - t0 for (t0, _), (t1, _) in itertools.pairwise(log.changes[1:])]
-    # 1 s: the replicas are read twice a second, and a write lands up to a poll after its decision
-    assert all(g >= period - 1.0 for g in gaps), f"two scale-ups within one {period:.0f}s period: {steps}"
+    assert [n for _, n in log.changes] == list(range(1, top + 1)), f"not one pod at a time: {steps}"
+    # the limit counts from each decision's time, which status.history records; the replica log above sees
+    # each write land up to a poll and a write later, so it only says each step was +1
+    recorded = sorted(ts(h["at"]).timestamp() for h in status(cluster, namespace).get("history") or [])
+    gaps = [b - a for a, b in itertools.pairwise(recorded)]
+    print(f"scale decisions recorded {len(recorded)}; gaps {gaps}")
+    assert len(recorded) >= 2
+    # status times are whole seconds
+    assert all(g >= period - 1.0 for g in gaps), f"two scale-ups within one {period:.0f}s period: {gaps}"

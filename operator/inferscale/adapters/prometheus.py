@@ -19,6 +19,7 @@ from functools import cached_property, partial
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
+from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
@@ -233,11 +234,13 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
 
 
 # No retries inside a tick: the next tick is the retry. A retried read timeout or 5xx only multiplies how long a
-# hung or failing Prometheus holds the tick (urllib3's default, 3 retries of a 10 s read, held it 40 s, and the
-# services' status said nothing of the outage all that time), and each retry logs the whole encoded query.
+# hung or failing Prometheus holds the tick (urllib3's default, 4 attempts of a 10 s read and 6 s of back-off,
+# held a query 46 s while the services' status said nothing of the outage), and each retry logs the whole
+# encoded query. A pooled connection the server closed while idle is dropped by urllib3 without a retry.
 NO_RETRY = Retry(total=0, raise_on_status=False)
-# Threads for the queries of a tick: every query of two selector groups at once, so a hung Prometheus costs
-# the tick one timeout, not one per wave of asyncio's default pool (6 threads on a 2-core node).
+# Threads, and pooled connections, for the queries of a tick: every query of two selector groups and their rate
+# histories at once, so a hung Prometheus costs the tick one timeout, not one per wave of asyncio's default pool
+# (6 threads on a 2-core node); requests' own pool keeps 10 connections per host and would open and drop the rest.
 QUERY_THREADS = 2 * (len(QUERIES) + 1)
 
 
@@ -252,6 +255,8 @@ def describe_failure(exc: BaseException, timeout: float) -> str:
             return f"no answer within {timeout:g}s"
         if isinstance(cause, ProtocolError):
             return f"the connection broke before an answer ({cause})"[:200]
+        if isinstance(cause, asyncio.CancelledError):
+            return "cancelled: the operator is stopping"
         if cause is None:
             break
         inner = getattr(cause, "reason", None)
@@ -265,19 +270,23 @@ def describe_failure(exc: BaseException, timeout: float) -> str:
 
 class PrometheusReader:
     """Runs the fixed query set concurrently (the client is synchronous, so each query runs in a thread of its
-    own pool). A query that does not answer within `timeout` seconds fails; `close` ends the threads."""
+    own pool). A query fails when connecting, or any read of its answer, takes longer than `timeout` seconds
+    (requests bounds each read, not the whole answer); `close` ends the threads and the connections."""
 
     def __init__(self, url: str, timeout: float = 10.0) -> None:
         if not (math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"the Prometheus timeout must be a positive number of seconds, got {timeout!r}")
         self.url = url
         self.timeout = timeout
-        self._client = PrometheusConnect(url=url, disable_ssl=False, retry=NO_RETRY, timeout=math.ceil(timeout))
+        self._client = PrometheusConnect(url=url, disable_ssl=False, retry=NO_RETRY, timeout=timeout)
+        # the client mounts requests' default-sized pool on the URL: replaced by one as large as the thread pool
+        self._client._session.mount(url, HTTPAdapter(max_retries=NO_RETRY, pool_maxsize=QUERY_THREADS))
         self._pool = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="promql")
         self.queries_sent = 0  # for the operator's own metrics and the scale benchmark
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._client._session.close()
 
     async def _in_thread(self, fn: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)

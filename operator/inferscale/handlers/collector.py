@@ -19,7 +19,7 @@ from typing import Any
 
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
-from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader, describe_failure
 from inferscale.adapters.workload import parse_time, restarts
 from inferscale.handlers import metrics
 from inferscale.handlers.rate_history import RateHistory
@@ -225,8 +225,10 @@ class Collector:
         selectors = {selector_key(svc) for svc in tick.services} or {()}
         await asyncio.gather(*(self._snapshot(tick, s) for s in selectors if s not in tick.fleet))
         started = time.monotonic()
-        for sel in selectors:
-            await self._extend_history(sel, tick.at)
+        # Not where nothing answered this tick: against a hung Prometheus the range query would cost the tick
+        # a second timeout for a history the held services do not use (and it resumes from where it stopped).
+        answering = [sel for sel in selectors if (snap := tick.fleet.get(sel)) is not None and not snap.unavailable]
+        await asyncio.gather(*(self._extend_history(sel, tick.at) for sel in answering))
         metrics.TICK_PHASE.labels("history").observe(time.monotonic() - started)
 
     async def _extend_history(self, sel: Selector, now: float) -> None:
@@ -237,7 +239,7 @@ class Collector:
             series = await self.prom.rate_history(start, now, HISTORY_STEP, dict(sel))
         except Exception as e:  # the forecast degrades to the recent peak; never fatal
             metrics.PROMETHEUS_ERRORS.inc()
-            self.log.warning("rate history query failed: %s", e)
+            self.log.warning("rate history query failed: %s", describe_failure(e, self.prom.timeout))
             return
         # each model's total is summed once per query (its series share the query's timestamps), so that a
         # target whose pod names do not say their Deployment reads it in place as the others read their own

@@ -124,11 +124,14 @@ async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger
         return False
 
 
-async def _patch_status(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
+async def _patch_status(
+    rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float, force: bool = False
+) -> None:
+    """Write `status` in the tick when it says something new (or `force`), else leave it or queue a refresh."""
     meta = body.get("metadata") or {}
     old = body.get("status") or {}
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
-    if has_news(old, status):
+    if force or has_news(old, status):
         metrics.STATUS_WRITES.labels("written").inc()
         await write_status(rt.kube, path, {"status": status}, rt.logger)
     elif not refresh_due(old, status, now):
@@ -380,8 +383,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     decision = decide(obs, policy, state, now, rates)
 
     advisory = spec.mode == "Advisory"
-    acted = False
-    if decision.changed and not advisory and await _record_ahead(rt, body, decision.state, now):
+    acted = ahead = False
+    if decision.changed and not advisory and (ahead := await _record_ahead(rt, body, decision.state, now)):
         patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
         version = (deployment.get("metadata") or {}).get("resourceVersion")
         if version:
@@ -401,8 +404,12 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                     rt, body, "Warning", "ScaleFailed", f"could not scale {target} to {decision.replicas}: {e}", now
                 )
     new_state = decision.state if acted else _unrecorded(decision, now)
-
-    await _write(rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill)
+    # a scale recorded ahead and then refused must be taken back whatever else the status says, or the next
+    # tick counts a scale that never happened against the rate limit
+    retract = ahead and not acted
+    await _write(
+        rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill, retract
+    )
     return decision
 
 
@@ -421,6 +428,7 @@ async def _write(
     target: str,
     acted: bool,
     prefill: Condition,
+    retract: bool = False,
 ) -> None:
     meta = body.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -496,7 +504,7 @@ async def _write(
         verb = "ScaledUp" if direction == "up" else "ScaledDown"
         await post_event(rt, body, "Normal", verb, f"{decision.current} → {decision.replicas}: {decision.message}", now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
-    await _patch_status(rt, body, new_status, now)
+    await _patch_status(rt, body, new_status, now, force=retract)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

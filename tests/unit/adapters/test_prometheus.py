@@ -83,7 +83,8 @@ def test_a_pods_deployment_is_read_from_its_name(pod: str, deployment: str) -> N
 
 
 class Silent:
-    """A Prometheus that accepts connections and never answers (a SIGSTOPped process): counts connections."""
+    """A Prometheus that accepts connections and never answers (a SIGSTOPped process): counts connections,
+    and how many were open at once."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -91,6 +92,8 @@ class Silent:
         self.sock.listen(64)
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         self.accepted: list[socket.socket] = []
+        self.open = self.peak = 0
+        self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
@@ -100,6 +103,19 @@ class Silent:
             except OSError:
                 return
             self.accepted.append(conn)
+            with self._lock:
+                self.open += 1
+                self.peak = max(self.peak, self.open)
+            threading.Thread(target=self._until_closed, args=(conn,), daemon=True).start()
+
+    def _until_closed(self, conn: socket.socket) -> None:
+        try:
+            while conn.recv(4096):
+                pass
+        except OSError:
+            pass
+        with self._lock:
+            self.open -= 1
 
     def close(self) -> None:
         self.sock.close()
@@ -117,8 +133,10 @@ def test_a_hung_prometheus_fails_each_query_once_without_retrying_it() -> None:
         silent.close()
     assert snap.unavailable and len(snap.errors) == len(QUERIES)
     assert all(e.endswith(": no answer within 1s") for e in snap.errors), snap.errors
-    # urllib3's default retries would have opened 3-4 connections per query, each waiting a full timeout
+    # urllib3's default retries would have opened 4 connections per query, each waiting a full timeout
     assert len(silent.accepted) == len(QUERIES)
+    # all at once: asyncio's default pool (cores + 4 threads) would have run them in waves of one timeout each
+    assert silent.peak == len(QUERIES)
 
 
 @pytest.mark.parametrize("timeout", [0.0, -1.0, float("nan"), float("inf")])

@@ -113,3 +113,34 @@ async def test_a_deployment_that_stopped_reporting_is_forgotten_after_the_histor
     await collector.refresh()
     assert ((), "ns", "m", "llm-canary") not in collector.history
     assert ((), "ns", "m", "llm") in collector.history and ((), "ns", "m", None) in collector.history
+
+
+class DownProm(Prom):
+    """A Prometheus that answers nothing: every query of the snapshot failed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history_queries = 0
+
+    async def snapshot(self, now: float, selector: dict[str, str], tpot: bool) -> FleetSnapshot:
+        self.snapshots.append((selector, tpot))
+        return FleetSnapshot(now, {}, frozenset(build_queries()), ("down",))
+
+    async def rate_history(
+        self, start: float, end: float, step: float, selector: dict[str, str]
+    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+        self.history_queries += 1
+        raise TimeoutError("no answer")
+
+
+async def test_a_prometheus_that_answered_nothing_is_not_asked_for_the_history_too() -> None:
+    # a hung Prometheus would cost the tick a second timeout for a history no held service uses
+    kube, prom = Kube(), DownProm()
+    collector = Collector(kube, prom, ["ns"], 15.0)  # type: ignore[arg-type]
+    kube.services = [service("a")]
+    await collector.refresh()
+    assert prom.snapshots and prom.history_queries == 0
+    healthy = Prom()
+    collector.prom = healthy  # type: ignore[assignment]
+    await collector.refresh()
+    assert collector.history  # the history resumes as soon as Prometheus answers

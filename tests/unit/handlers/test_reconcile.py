@@ -152,6 +152,30 @@ async def test_without_a_record_of_the_scale_event_nothing_is_scaled() -> None:
     assert [e["reason"] for e in kube.events() if e["type"] == "Warning"].count("ScaleDeferred") == 1
 
 
+async def test_a_scale_refused_twice_in_a_row_leaves_no_scale_event_behind() -> None:
+    # the second tick's status says nothing new (the same refused decision), yet the scale event recorded
+    # ahead of its refused scale must be taken back, or it would rate-limit the next real one
+    versioned = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "resourceVersion": "42"}}
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    left: dict[str, Any] = {}
+    for at in (NOW, NOW + 10):
+        kube = FakeKube(fail={"/scale": 409})
+        await reconcile(runtime(kube), tick(at=at, deployments={("ns", "llm"): versioned}), svc(spec, dict(left)))
+        assert kube.scales() == [3]
+        for written in kube.statuses():  # what the API server holds after the tick's merge patches
+            left.update(written)
+    assert left["scaler"]["scaleEvents"] == []
+
+
+async def test_advisory_mode_records_no_scale_event_ahead() -> None:
+    kube = FakeKube()
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}, "mode": "Advisory"}
+    await reconcile(runtime(kube), tick(), svc(spec))
+    assert kube.scales() == []
+    assert all(set(s) != {"scaler"} for s in kube.statuses())
+    assert kube.statuses()[-1]["scaler"]["scaleEvents"] == []
+
+
 class Crash(BaseException):
     """The process dies here (SIGKILL, an OOM kill): nothing after it runs."""
 
