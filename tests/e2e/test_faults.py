@@ -1,5 +1,6 @@
-"""Faults on the real stack's processes (reference/reliability-testing.md §8): Prometheus killed or hung,
-kube-apiserver killed or hung, etcd killed, the operator killed over and over in the middle of a scale-up.
+"""Faults on the real stack (reference/reliability-testing.md §8): Prometheus killed or hung, kube-apiserver
+killed or hung, etcd killed, the operator killed over and over in the middle of a scale-up, its connections
+to the API server gone silent.
 
 Pass figures, with the tick P = 5 s, the scrape every 5 s and the reaction budget R = 25 s (scrape +
 tick + query + actuation) plus a buffer B = 30 s, as the reference's proposed suite sets them:
@@ -10,7 +11,9 @@ tick + query + actuation) plus a buffer B = 30 s, as the reference's proposed su
 - after an API-server or etcd outage of 20 s (the Kubernetes "etcd failure" e2e), the operator process
   is still the same one and acts on a spec change made after the outage within 60 s;
 - an operator SIGKILLed every few seconds while it scales up never adds more than its rate limit allows
-  within one period and still reaches the count the load needs.
+  within one period and still reaches the count the load needs;
+- connections to the API server that go silent without a reset (a TCP proxy freezes them) cost the ticks
+  one request timeout, and the watches are given up after WATCH_IDLE, so the cache catches up.
 
 Every fault is undone by its context manager, even when an assertion fails inside, so the stack is
 whole for the next test.
@@ -19,19 +22,24 @@ whole for the next test.
 from __future__ import annotations
 
 import itertools
+import pathlib
 import random
 import re
 import threading
 import time
+import urllib.parse
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
+from inferscale.adapters.informer import STALE_AFTER
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
 from tests.e2e.faults import Faults
 from tests.e2e.infsvc import TICK, condition, replicas, service, status
 from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.proxy import Proxy
 from tests.e2e.test_stack import ts
 
 pytestmark = pytest.mark.usefixtures("crd")
@@ -207,3 +215,53 @@ def test_c_killed_every_few_seconds_the_operator_keeps_its_rate_limit_and_conver
     assert len(recorded) >= 2
     # status times are whole seconds
     assert all(g >= period - 1.0 for g in gaps), f"two scale-ups within one {period:.0f}s period: {gaps}"
+
+
+@pytest.fixture
+def proxied(local_cluster: Cluster, tmp_path: pathlib.Path) -> Iterator[tuple[Proxy, pathlib.Path]]:
+    """A proxy in front of the API server, and a kubeconfig that reaches the server through it."""
+    config = yaml.safe_load(local_cluster.kubectl("config", "view", "--raw", "--minify").stdout)
+    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
+    proxy = Proxy(server.hostname or "127.0.0.1", server.port or 443).start()
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the certificate names the IP
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    yield proxy, path
+    proxy.stop()
+
+
+def test_d_connections_that_go_silent_without_a_reset_are_given_up_and_the_view_recovers(
+    local_cluster: Cluster, namespace: str, target: Exporter, proxied: tuple[Proxy, pathlib.Path]
+) -> None:
+    # Every connection the operator has open (its pod and Deployment watches, its pooled requests) goes
+    # silent at once, no FIN, no RST, while new connections pass: a NAT or load balancer that forgot them.
+    # The ticks must not wedge on the pooled ones (30 s request timeout), and the watches must be given up
+    # after WATCH_IDLE of silence (a watch that waits forever is the "zombie operator" of kopf#1276): the
+    # cache then catches up, so status shows the pods the operator's own scale-up created during the stall.
+    cluster, (proxy, kubeconfig) = local_cluster, proxied
+    target.set(kv=0.3, waiting=0, running=2)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    operator = OperatorProcess(cluster, namespace, interval="5s", extra_env={"KUBECONFIG": str(kubeconfig)})
+    try:
+        operator.start()
+        eventually(lambda: status(cluster, namespace).get("readyReplicas") == 1, 60, "a first status via the proxy")
+        with proxy.stall() as frozen:
+            began = time.monotonic()
+            assert frozen >= 2, f"only {frozen} connections open: the watches are not through the proxy"
+            cluster.kubectl("patch", "inferenceservice", "llm", "-n", namespace, "--type=merge", "-p",
+                            '{"spec": {"replicas": {"min": 3, "max": 8}}}')  # fmt: skip
+            eventually(lambda: replicas(cluster, namespace) == 3, 30 + REACTION + BUFFER, "the scale to the new min")
+            scaled = time.monotonic() - began
+            eventually(lambda: len(target.pods) == 3, 60, "3 Ready pods")
+            bound = STALE_AFTER + REACTION + BUFFER
+            eventually(lambda: status(cluster, namespace).get("readyReplicas") == 3, bound, "status to see 3 Ready")
+            seen = time.monotonic() - began
+            print(f"{frozen} connections frozen; scaled to 3 after {scaled:.1f}s; 3 Ready in status after {seen:.1f}s")
+        assert replicas(cluster, namespace) == 3
+        assert operator.healthy()
+        given_up = [line for line in operator.output().splitlines() if "failed" in line and "watching" in line]
+        print("\n".join(given_up))
+        assert any("resuming" in line for line in given_up), "no watch was given up: the cache recovered otherwise"
+    finally:
+        operator.stop()
+    operator.assert_no_tracebacks()
