@@ -28,6 +28,19 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
         return False
 
 
+def _positive_duration(flag: str, text: str) -> float:
+    """`text` as seconds, or exit 2 with one line naming `flag`."""
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        typer.echo(f"inferscale run: {flag}: {e}", err=True)
+        raise typer.Exit(2) from None
+    if seconds <= 0:
+        typer.echo(f"inferscale run: {flag} must be positive", err=True)
+        raise typer.Exit(2)
+    return seconds
+
+
 def run(
     namespace: Annotated[
         list[str] | None, typer.Option("--namespace", "-n", help="Watch this namespace (repeatable).")
@@ -65,22 +78,8 @@ def run(
     if bool(namespace) == all_namespaces:
         typer.echo("inferscale run: give --all-namespaces or at least one --namespace", err=True)
         raise typer.Exit(2)
-    try:
-        tick = parse_duration(interval)
-    except ValueError as e:
-        typer.echo(f"inferscale run: --interval: {e}", err=True)
-        raise typer.Exit(2) from None
-    if tick <= 0:
-        typer.echo("inferscale run: --interval must be positive", err=True)
-        raise typer.Exit(2)
-    try:
-        query_timeout = parse_duration(prometheus_timeout)
-    except ValueError as e:
-        typer.echo(f"inferscale run: --prometheus-timeout: {e}", err=True)
-        raise typer.Exit(2) from None
-    if query_timeout <= 0:
-        typer.echo("inferscale run: --prometheus-timeout must be positive", err=True)
-        raise typer.Exit(2)
+    tick = _positive_duration("--interval", interval)
+    query_timeout = _positive_duration("--prometheus-timeout", prometheus_timeout)
     if not 0 < metrics_port < 65536:
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)
         raise typer.Exit(2)
