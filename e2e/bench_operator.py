@@ -19,7 +19,6 @@ import statistics
 import sys
 import threading
 import time
-import urllib.request
 from typing import Any
 
 import kubernetes
@@ -208,13 +207,7 @@ def proc_stats(pid: int) -> tuple[float, float, float]:
 
 
 def scrape(op: OperatorProcess) -> dict[str, float]:
-    out = {}
-    with urllib.request.urlopen(f"http://127.0.0.1:{op.port}/metrics", timeout=10) as r:
-        for line in r.read().decode().splitlines():
-            if line and not line.startswith("#"):
-                name, _, value = line.rpartition(" ")
-                out[name] = float(value)
-    return out
+    return op.metric_values(timeout=10)
 
 
 def run_size(cluster: Cluster, n: int, sample: int) -> dict[str, Any]:

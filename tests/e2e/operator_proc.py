@@ -56,9 +56,18 @@ class OperatorProcess:
         except OSError:
             return False
 
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=5) as r:
+    def metrics(self, timeout: float = 5) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/metrics", timeout=timeout) as r:
             return str(r.read().decode())
+
+    def metric_values(self, timeout: float = 5) -> dict[str, float]:
+        """/metrics as {series with its labels, as exposed: value}."""
+        out = {}
+        for line in self.metrics(timeout).splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.rpartition(" ")
+                out[name] = float(value)
+        return out
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

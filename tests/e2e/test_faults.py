@@ -24,7 +24,6 @@ from __future__ import annotations
 import itertools
 import pathlib
 import random
-import re
 import threading
 import time
 import urllib.parse
@@ -44,6 +43,7 @@ from tests.e2e.test_stack import ts
 
 pytestmark = pytest.mark.usefixtures("crd")
 
+ERRORS = "inferscale_prometheus_query_errors_total"
 REACTION = 25.0  # scrape + tick + query + actuation
 BUFFER = 30.0
 OUTAGE = 20.0  # the Kubernetes etcd-failure e2e's fault length
@@ -58,11 +58,6 @@ def faults(local_cluster: Cluster) -> Faults:
 def metrics_available(cluster: Cluster, ns: str) -> str | None:
     c = condition(status(cluster, ns), "MetricsAvailable")
     return None if c is None else str(c["status"])
-
-
-def counter(text: str, name: str) -> float:
-    m = re.search(rf"^{re.escape(name)}(?:{{[^}}]*}})? (\S+)$", text, re.MULTILINE)
-    return float(m.group(1)) if m else 0.0
 
 
 def at_three_replicas(cluster: Cluster, namespace: str, target: Exporter, window: float) -> None:
@@ -82,7 +77,7 @@ def test_a_a_prometheus_outage_holds_the_count_and_decisions_resume_after_it(
     at_three_replicas(cluster, namespace, target, window)
     operator.start()
     eventually(lambda: metrics_available(cluster, namespace) == "True", 60, "MetricsAvailable=True")
-    errors = counter(operator.metrics(), "inferscale_prometheus_query_errors_total")
+    errors = operator.metric_values().get(ERRORS, 0.0)
 
     with faults.killed("prometheus") if fault == "killed" else faults.stopped("prometheus"):
         began = time.monotonic()
@@ -100,7 +95,7 @@ def test_a_a_prometheus_outage_holds_the_count_and_decisions_resume_after_it(
         assert set(held) == {3}, f"replicas changed during the outage: {held}"
         # a liveness probe on /healthz would restart an operator that holds correctly
         assert all(healthz), f"/healthz failed {healthz.count(False)} times of {len(healthz)} during the outage"
-        assert counter(operator.metrics(), "inferscale_prometheus_query_errors_total") > errors
+        assert operator.metric_values().get(ERRORS, 0.0) > errors
         print(f"Prometheus {fault}: MetricsAvailable=False after {said:.1f}s; 3 replicas held for {outage:.0f}s")
     back = time.monotonic()
 

@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import cached_property
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
@@ -288,12 +288,12 @@ class PrometheusReader:
         self._pool.shutdown(wait=False, cancel_futures=True)
         self._client._session.close()
 
-    async def _in_thread(self, fn: Callable[[], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
+    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
     async def _query(self, promql: str) -> list[dict[str, Any]]:
         self.queries_sent += 1
-        result = await self._in_thread(partial(self._client.custom_query, promql))
+        result = await self._in_thread(self._client.custom_query, promql)
         if not isinstance(result, list):
             raise ValueError(f"unexpected Prometheus answer type {type(result).__name__}")
         return result
