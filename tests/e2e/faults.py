@@ -97,13 +97,18 @@ class Faults:
     @contextlib.contextmanager
     def stopped(self, name: str) -> Iterator[int]:
         """`name` is frozen (SIGSTOP) inside the block: its sockets still accept connections, nothing answers."""
-        pid = self.pid(name)
+        with self.stopped_pid(self.pid(name)) as pid:
+            yield pid
+        self.wait_healthy(name)
+
+    @contextlib.contextmanager
+    def stopped_pid(self, pid: int) -> Iterator[int]:
+        """Any process of the test's, frozen inside the block (the operator: a long GC pause, a throttled pod)."""
         os.kill(pid, signal.SIGSTOP)
         try:
             yield pid
         finally:
             os.kill(pid, signal.SIGCONT)
-            self.wait_healthy(name)
 
     def wait_healthy(self, name: str) -> None:
         probe = self._probes().get(name)
@@ -119,6 +124,19 @@ class Faults:
 
     def _api_ready(self) -> bool:
         return self.cluster.kubectl("get", "--raw=/readyz", check=False).returncode == 0
+
+
+def closing(port: int) -> int:
+    """Sockets on local `port` still closing (FIN-WAIT-1/2): a killed server's connections to a client that
+    is frozen, so has not closed its end. kube-apiserver cannot bind its port again while they last."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(FileNotFoundError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] in ("04", "05"):
+                    count += 1
+    return count
 
 
 def _alive(pid: int) -> bool:

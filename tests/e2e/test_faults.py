@@ -13,7 +13,9 @@ tick + query + actuation) plus a buffer B = 30 s, as the reference's proposed su
 - an operator SIGKILLed every few seconds while it scales up never adds more than its rate limit allows
   within one period and still reaches the count the load needs;
 - connections to the API server that go silent without a reset (a TCP proxy freezes them) cost the ticks
-  one request timeout, and the watches are given up after WATCH_IDLE, so the cache catches up.
+  one request timeout, and the watches are given up after WATCH_IDLE, so the cache catches up;
+- a watch resumed after an API-server restart is answered 410 Gone (too old resource version): the cache
+  lists again at once, through the expiry path, not the failure path, and status sees the pods.
 
 Every fault is undone by its context manager, even when an assertion fails inside, so the stack is
 whole for the next test.
@@ -22,8 +24,10 @@ whole for the next test.
 from __future__ import annotations
 
 import itertools
+import os
 import pathlib
 import random
+import signal
 import threading
 import time
 import urllib.parse
@@ -33,9 +37,10 @@ import pytest
 import yaml
 
 from inferscale.adapters.informer import STALE_AFTER
+from inferscale.handlers.collector import CACHED
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
-from tests.e2e.faults import Faults
+from tests.e2e.faults import Faults, closing
 from tests.e2e.infsvc import TICK, condition, replicas, service, status
 from tests.e2e.operator_proc import OperatorProcess
 from tests.e2e.proxy import Proxy
@@ -260,3 +265,50 @@ def test_d_connections_that_go_silent_without_a_reset_are_given_up_and_the_view_
     finally:
         operator.stop()
     operator.assert_no_tracebacks()
+
+
+def lists(operator: OperatorProcess, reason: str) -> float:
+    """The watch caches' full lists for `reason`, pods and Deployments together."""
+    values = operator.metric_values()
+    return sum(values.get(f'inferscale_informer_lists_total{{reason="{reason}",resource="{r}"}}', 0.0) for r in CACHED)
+
+
+def test_e_watches_resumed_after_an_api_server_restart_are_answered_410_and_the_caches_list_again(
+    local_cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess, faults: Faults
+) -> None:
+    # The API server's watch cache starts again from etcd's current version after a restart, so a watch
+    # resumed from an older version is answered 410 Gone: the one way to a real 410 on a small cluster.
+    # The operator is frozen meanwhile, so its caches also miss the pods created before the restart.
+    cluster = local_cluster
+    target.set(kv=0.3, waiting=0, running=2)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    operator.start()
+    eventually(lambda: status(cluster, namespace).get("readyReplicas") == 1, 60, "a first status")
+    expired, failed = lists(operator, "expired"), lists(operator, "failed")
+    assert lists(operator, "start") == 2
+    assert operator.proc is not None
+    port = urllib.parse.urlparse(cluster.kubectl("config", "view", "--minify", "-o", "jsonpath={..server}").stdout).port
+    assert port is not None
+    with faults.stopped_pid(operator.proc.pid) as pid:
+        cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=3")
+        eventually(lambda: len(target.pods) == 3, 60, "3 Ready pods while the operator is frozen")
+        with faults.killed("kube-apiserver"):
+            # thawed while the server is down: its watches end, and it retries until the restart
+            os.kill(pid, signal.SIGCONT)
+            thawed = time.monotonic()
+            eventually(lambda: closing(port) == 0, 60, "the killed server's connections to close")
+    back = time.monotonic()
+    # which caches are answered 410 depends on whether their last event came after the restarted server's
+    # first list; the pods' always has in these runs (the Deployment's may be the newest write)
+    eventually(lambda: lists(operator, "expired") > expired, RECOVERED, "a 410 and a new list")
+    listed = time.monotonic() - back
+    eventually(lambda: status(cluster, namespace).get("readyReplicas") == 3, RECOVERED, "status to see 3 Ready")
+    print(
+        f"API server down {back - thawed:.1f}s after the thaw; listed again {listed:.1f}s after it answered; "
+        f"3 Ready in status {time.monotonic() - back:.1f}s after"
+    )
+    assert lists(operator, "failed") == failed
+    assert operator.healthy()
+    said = [line for line in operator.output().splitlines() if "expired at version" in line]
+    print("\n".join(said))
+    assert said

@@ -16,6 +16,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,10 @@ class Informer:
         self.heard = -float("inf")  # when the server last said something (list, event, bookmark)
         self.resource_version: str | None = None
         self.idle = WATCH_IDLE
+        # lists by why they were needed: "start", "expired" (a 410: the server no longer keeps the
+        # version the watch would resume from), "failed" (the cache could not be trusted)
+        self.lists: Counter[str] = Counter()
+        self._why = "start"
         self._task: asyncio.Task[None] | None = None
 
     def items(self) -> list[Obj] | None:
@@ -91,7 +96,9 @@ class Informer:
             except (Expired, KubeError) as e:
                 if isinstance(e, Expired) or e.status == 410:
                     # The version is older than the server keeps: list again, at once the first time.
-                    self.synced, self.resource_version = False, None
+                    self.log.info("watch of %s expired at version %s (%s); listing again", self.plural,
+                                  self.resource_version, e)  # fmt: skip
+                    self.synced, self.resource_version, self._why = False, None, "expired"
                     if failures == 0:
                         failures = 1
                         continue
@@ -101,7 +108,7 @@ class Informer:
                     self.synced = False
                     self.log.warning("watching %s failed (%s); resuming", self.plural, e)
             except Exception as e:  # whatever else broke, a cache that stopped following must say so
-                self.synced, self.resource_version = False, None
+                self.synced, self.resource_version, self._why = False, None, "failed"
                 self.log.warning("watching %s failed (%s); listing again", self.plural, e)
             await self.sleep(BACKOFF[min(failures, len(BACKOFF) - 1)])
             failures += 1
@@ -112,6 +119,7 @@ class Informer:
             raise KubeError(404, f"{self.plural} listed without a resourceVersion")
         self.store = {_key(o): o for o in items}
         self.resource_version, self.synced, self.heard = version, True, self.clock()
+        self.lists[self._why] += 1
 
     async def _watch(self) -> bool:
         """Follows one watch connection; whether it said anything (an event, or a clean end after at

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
@@ -175,6 +176,14 @@ class Collector:
     def start(self) -> None:
         for informer in self.informers.values():
             informer.start()
+
+    def list_counts(self) -> list[tuple[str, str, int]]:
+        """The watch caches' full lists, summed over scopes: (resource, reason, count)."""
+        total: Counter[tuple[str, str]] = Counter()
+        for (_, plural), informer in self.informers.items():
+            for reason, count in informer.lists.items():
+                total[plural, reason] += count
+        return [(plural, reason, count) for (plural, reason), count in sorted(total.items())]
 
     async def stop(self) -> None:
         await asyncio.gather(*(i.stop() for i in self.informers.values()))

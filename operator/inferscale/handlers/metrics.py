@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily
@@ -59,8 +59,13 @@ LAST_TICK = Gauge("inferscale_last_tick_timestamp_seconds", "When the last compl
 class RequestCounts(Collector):
     """Requests the adapters sent, read from their own counters at scrape time."""
 
-    def __init__(self, prometheus: Callable[[], int], kubernetes: Callable[[], int]) -> None:
-        self.prometheus, self.kubernetes = prometheus, kubernetes
+    def __init__(
+        self,
+        prometheus: Callable[[], int],
+        kubernetes: Callable[[], int],
+        lists: Callable[[], Iterable[tuple[str, str, int]]] = tuple,
+    ) -> None:
+        self.prometheus, self.kubernetes, self.lists = prometheus, kubernetes, lists
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         yield CounterMetricFamily(
@@ -69,3 +74,12 @@ class RequestCounts(Collector):
         yield CounterMetricFamily(
             "inferscale_kubernetes_requests", "Kubernetes API requests sent.", value=self.kubernetes()
         )
+        lists = CounterMetricFamily(
+            "inferscale_informer_lists",
+            "Full lists by the watch caches, by resource and why: start, expired (the API server answered 410 "
+            "to a resumed watch), failed.",
+            labels=("resource", "reason"),
+        )
+        for resource, reason, count in self.lists():
+            lists.add_metric((resource, reason), count)
+        yield lists

@@ -139,7 +139,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     runtime.refresher = Refresher(partial(write_status, kube, logger=runtime.logger))
     loop = Loop(collector, runtime)
     memo.loop = loop
-    counts = metrics.RequestCounts(lambda: prom.queries_sent, lambda: kube.requests_sent)
+    counts = metrics.RequestCounts(lambda: prom.queries_sent, lambda: kube.requests_sent, collector.list_counts)
     metrics.REGISTRY.register(counts)
     loop.counts = counts
     loop.runner = await _serve(loop, cfg.metrics_port)

@@ -112,6 +112,7 @@ async def test_an_expired_watch_lists_again(server: tuple[Server, KubeApi]) -> N
     srv.events.put_nowait({"type": "ERROR", "object": {"kind": "Status", "code": 410, "message": "too old"}})
     await until(lambda: len(srv.watches) == 2, "a watch after the new list")
     assert srv.lists == 2 and names(inf) == ["z"] and srv.watches[1]["resourceVersion"] == "50"
+    assert inf.lists == {"start": 1, "expired": 1}
     await inf.stop()
 
 
@@ -142,6 +143,7 @@ async def test_http_410_lists_again_at_once_then_backs_off(server: tuple[Server,
     inf.start()
     await until(lambda: sleeps.slept != [], "a backoff")
     assert srv.lists == 2 and len(srv.watches) == 2 and sleeps.slept == [2.0]  # a second 410 in a row waits
+    assert inf.lists == {"start": 1, "expired": 1}
     await inf.stop()
 
 
@@ -184,6 +186,14 @@ async def test_the_tick_reads_a_synced_cache_and_lists_what_is_not() -> None:
     await collector._lists(tick)
     assert sorted(kube.listed) == ["deployments", "horizontalpodautoscalers", "inferenceservices", "scaledobjects"]
     assert [p["metadata"]["name"] for p in tick.pods["ns"]] == ["a"]
+
+
+def test_the_caches_lists_are_summed_over_namespaces_by_resource_and_reason() -> None:
+    collector = Collector(CountingKube(), None, ["a", "b"], 15.0)  # type: ignore[arg-type]
+    for ns in ("a", "b"):
+        collector.informers[(ns, "pods")].lists.update({"start": 1, "expired": 2 if ns == "a" else 0})
+    collector.informers[("b", "deployments")].lists["failed"] += 1
+    assert collector.list_counts() == [("deployments", "failed", 1), ("pods", "expired", 2), ("pods", "start", 2)]
 
 
 async def test_many_open_watches_never_starve_the_ticks_requests(server: tuple[Server, KubeApi]) -> None:
@@ -239,6 +249,7 @@ async def test_an_unexpected_failure_leaves_the_cache_out_of_sync_not_silently_s
     await until(lambda: inf.items() is None, "the cache to drop out of sync")
     sleeps.gate.set()
     await until(lambda: srv.lists == 2 and inf.items() is not None, "a new list")
+    assert inf.lists == {"start": 1, "failed": 1}
     await inf.stop()
 
 
