@@ -11,10 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from croniter import croniter
 from pydantic.config import JsonDict
 
 from inferscale.scaling.durations import DURATION_PATTERN, parse_duration
+from inferscale.scaling.schedule import cron_problem
 
 # Longest accepted duration string; bounds the CEL cost estimate of `matches`.
 DURATION_MAX_LENGTH = 32
@@ -115,9 +115,13 @@ def check_change_limit(value: Any) -> int | str:
 
 
 def check_cron(value: str) -> str:
-    """The CRD's shape check plus croniter's field ranges (minute 61 passes the shape, not croniter)."""
-    if len(value) > CRON_MAX_LENGTH or not re.fullmatch(CRON_PATTERN, value) or not croniter.is_valid(value):
+    """The CRD's shape check, then croniter's field ranges (minute 61 passes the shape, not croniter) and
+    whether it ever matches (February 30th passes both)."""
+    if len(value) > CRON_MAX_LENGTH or not re.fullmatch(CRON_PATTERN, value):
         raise ValueError(f"{value!r} {CRON.message}")
+    problem = cron_problem(value)
+    if problem is not None:
+        raise ValueError(f"{value!r} is not a usable cron expression: {problem}")
     return value
 
 

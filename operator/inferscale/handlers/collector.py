@@ -22,8 +22,12 @@ from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader, describe_failure
 from inferscale.adapters.workload import parse_time, restarts
+from inferscale.api.convert import policy_from_spec
+from inferscale.api.models import InvalidSpec, parse_spec
+from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.rate_history import RateHistory
+from inferscale.scaling.types import Policy
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
@@ -39,18 +43,14 @@ KINDS = (
 )
 CACHED = ("deployments", "pods")  # followed by watches
 Obj = dict[str, Any]
+# a service's validated spec and its decision policy, or why the spec is invalid
+Parsed = tuple[InferenceServiceSpec, Policy] | InvalidSpec
 
 
 def as_selector(matchers: Mapping[str, Any]) -> Selector:
     """Extra PromQL label matchers as a hashable key: services that share one share the tick's queries
     and the rate history."""
     return tuple(sorted((str(k), str(v)) for k, v in matchers.items()))
-
-
-def selector_key(service: Obj) -> Selector:
-    """A service's spec.metrics.selector as a key (`as_selector`), from its raw object."""
-    selector = ((service.get("spec") or {}).get("metrics") or {}).get("selector") or {}
-    return as_selector(selector) if isinstance(selector, dict) else ()
 
 
 _POD_META = ("name", "namespace", "uid", "labels", "creationTimestamp", "deletionTimestamp")
@@ -90,6 +90,31 @@ class Tick:
     fleet: dict[Selector, FleetSnapshot] = field(default_factory=dict)
     kube_error: str | None = None
     duration: float = 0.0
+    default_interval: float = 10.0  # the operator's --interval, for specs that leave behavior.interval unset
+    _parsed: dict[tuple[int, float], tuple[Any, Parsed]] = field(default_factory=dict, repr=False)
+
+    def parsed(self, service: Mapping[str, Any], default_interval: float | None = None) -> Parsed:
+        """The service's spec and policy, or why it is invalid: parsed once per tick for the queries, the
+        competition for targets and the decision alike, so an invalid spec costs no query and blocks no one."""
+        spec = service.get("spec") or {}
+        interval = self.default_interval if default_interval is None else default_interval
+        key = (id(spec), interval)
+        known = self._parsed.get(key)
+        if known is not None and known[0] is spec:
+            return known[1]
+        result: Parsed
+        try:
+            valid = parse_spec(spec)
+            result = (valid, policy_from_spec(valid, interval))
+        except InvalidSpec as e:
+            result = e
+        self._parsed[key] = (spec, result)  # the spec is held, so its id is not reused within the tick
+        return result
+
+    def selector_of(self, service: Mapping[str, Any]) -> Selector | None:
+        """The service's spec.metrics.selector as a key (`as_selector`); None for an invalid spec."""
+        parsed = self.parsed(service)
+        return None if isinstance(parsed, InvalidSpec) else as_selector(parsed[0].metrics.selector)
 
     @cached_property
     def _pods_by_label(self) -> dict[tuple[str, str, str], list[Obj]]:
@@ -102,12 +127,15 @@ class Tick:
 
     @cached_property
     def services_by_target(self) -> dict[tuple[str, str], list[tuple[float, str, str]]]:
-        """(namespace, Deployment) -> (created, name, uid) of every InferenceService scaling it."""
+        """(namespace, Deployment) -> (created, name, uid) of every InferenceService that scales it: valid and
+        Active (an invalid spec scales nothing, an Advisory one writes nothing, so neither competes)."""
         index: dict[tuple[str, str], list[tuple[float, str, str]]] = {}
         for svc in self.services:
-            meta, spec = svc.get("metadata") or {}, svc.get("spec") or {}
-            ref = spec.get("scaleTargetRef")
-            target = ref.get("name") if isinstance(ref, dict) else (meta.get("name") if spec.get("template") else None)
+            meta, parsed = svc.get("metadata") or {}, self.parsed(svc)
+            if isinstance(parsed, InvalidSpec) or parsed[0].mode != "Active":
+                continue
+            ref = parsed[0].scale_target_ref
+            target = ref.name if ref is not None else meta.get("name")
             if target:
                 created = parse_time(meta.get("creationTimestamp")) or 0.0
                 key = (str(meta.get("namespace", "")), str(target))
@@ -231,7 +259,7 @@ class Collector:
     async def _prometheus(self, tick: Tick) -> None:
         """The PromQL set for every selector group the listed services use; the default group (no
         extra matchers) already ran alongside the lists."""
-        selectors = {selector_key(svc) for svc in tick.services} or {()}
+        selectors = {sel for svc in tick.services if (sel := tick.selector_of(svc)) is not None} or {()}
         await asyncio.gather(*(self._snapshot(tick, s) for s in selectors if s not in tick.fleet))
         started = time.monotonic()
         # Not where nothing answered this tick: against a hung Prometheus the range query would cost the tick
@@ -275,7 +303,7 @@ class Collector:
     async def refresh(self) -> Tick:
         started = time.monotonic()
         self._seq += 1
-        tick = Tick(at=self.clock(), seq=self._seq)
+        tick = Tick(at=self.clock(), seq=self._seq, default_interval=self.interval)
         # Nearly every service uses the default selector group, so its queries need not wait for the lists.
         default = asyncio.create_task(self._snapshot(tick, ()))
         try:

@@ -29,12 +29,11 @@ from inferscale.adapters.workload import (
 from inferscale.api.convert import (
     capacity_prior,
     observed_lengths,
-    policy_from_spec,
     prefill_check,
     with_engine_limits,
     with_observed_prior,
 )
-from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec, parse_spec
+from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import HistoryKey, Tick, as_selector
@@ -318,12 +317,12 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     now = tick.at
     status = body.get("status") or {}
 
-    try:
-        spec = parse_spec(body.get("spec") or {})
-        policy = policy_from_spec(spec, rt.default_interval)
-    except InvalidSpec as e:
-        await _problem(rt, body, now, [Condition("Ready", "False", "InvalidSpec", str(e))], "InvalidSpec", str(e))
+    parsed = tick.parsed(body, rt.default_interval)
+    if isinstance(parsed, InvalidSpec):
+        msg = str(parsed)
+        await _problem(rt, body, now, [Condition("Ready", "False", "InvalidSpec", msg)], "InvalidSpec", msg)
         return None
+    spec, policy = parsed
 
     last = rt.last_decided.get(uid)
     unchanged = status.get("observedGeneration") == meta.get("generation")
@@ -345,12 +344,14 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         await _problem(rt, body, now, [Condition("Ready", "False", "TargetNotFound", msg)], "TargetNotFound", msg)
         return None
 
+    advisory = spec.mode == "Advisory"
     others = conflicting_autoscalers(ns, "Deployment", target, tick.hpas, tick.scaled_objects)
     others += _competing_services(tick, body, target)
-    if others:
+    if others and not advisory:
         msg = f"{', '.join(others)} already scales Deployment {target}; inferscale will not fight it"
         await _conflict(rt, body, now, "OtherAutoscaler", msg)
         return None
+    # Advisory writes nothing, so it decides beside whatever scales the target: the comparison it is for
 
     # the batch limits the pods run with, where the spec does not give them: the prior sizes those replicas
     model = with_engine_limits(spec.model, engine_limits(deployment, spec.engine))
@@ -382,7 +383,6 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
     decision = decide(obs, policy, state, now, rates)
 
-    advisory = spec.mode == "Advisory"
     acted = ahead = False
     if decision.changed and not advisory and (ahead := await _record_ahead(rt, body, decision.state, now)):
         patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
@@ -408,8 +408,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     # tick counts a scale that never happened against the rate limit
     retract = ahead and not acted
     await _write(
-        rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill, retract
-    )
+        rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill,
+        retract=retract, others=others,
+    )  # fmt: skip
     return decision
 
 
@@ -429,6 +430,7 @@ async def _write(
     acted: bool,
     prefill: Condition,
     retract: bool = False,
+    others: Sequence[str] = (),
 ) -> None:
     meta = body.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -459,10 +461,18 @@ async def _write(
             "True" if mode == "Advisory" else "False",
             "AdvisoryMode" if mode == "Advisory" else "ActiveMode",
             f"would scale to {decision.replicas}; the target is not changed"
+            + (f" ({', '.join(others)} scales it)" if others else "")
             if mode == "Advisory"
             else "decisions are applied",
         ),
-        Condition("Conflict", "False", "NoConflict", "no other autoscaler targets this workload"),
+        Condition(
+            "Conflict",
+            "False",
+            "AdvisoryBesideAutoscaler" if others else "NoConflict",
+            f"{', '.join(others)} scales Deployment {target}; Advisory mode writes nothing, so there is no conflict"
+            if others
+            else "no other autoscaler targets this workload",
+        ),
         prefill,
     ]
     for c in conditions:

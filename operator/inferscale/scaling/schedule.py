@@ -11,15 +11,16 @@ import math
 from collections.abc import Sequence
 from functools import lru_cache
 
-from croniter import croniter
+from croniter import CroniterBadDateError, croniter
 
 from inferscale.scaling.types import Schedule
 
 
 def validate_schedule(schedule: Schedule) -> None:
     """Raise ValueError naming what is wrong with `schedule`."""
-    if not _valid_cron(schedule.cron):
-        raise ValueError(f"invalid cron expression {schedule.cron!r}: expected five fields such as '0 9 * * 1-5'")
+    problem = cron_problem(schedule.cron)
+    if problem is not None:
+        raise ValueError(f"invalid cron expression {schedule.cron!r}: {problem}")
     if not (math.isfinite(schedule.duration) and schedule.duration > 0):
         raise ValueError(f"schedule {schedule.cron!r}: duration must be positive seconds, got {schedule.duration!r}")
     if schedule.min_replicas < 0:
@@ -27,8 +28,16 @@ def validate_schedule(schedule: Schedule) -> None:
 
 
 @lru_cache(maxsize=256)
-def _valid_cron(cron: str) -> bool:
-    return bool(croniter.is_valid(cron))
+def cron_problem(cron: str) -> str | None:
+    """What is wrong with `cron`, or None. A well-formed expression can still name a day that never comes
+    ('0 0 30 2 *', February 30th): croniter finds no match, and a floor that never starts is a mistake."""
+    if not croniter.is_valid(cron):
+        return "a field is outside its range (minute 0-59, hour 0-23, day 1-31, month 1-12, weekday 0-6)"
+    try:
+        croniter(cron, 0.0).get_next(float)
+    except CroniterBadDateError:
+        return "it never matches a date (a day the month does not have?)"
+    return None
 
 
 def active_floor(schedules: Sequence[Schedule], now: float) -> tuple[int, Schedule] | None:
@@ -53,8 +62,16 @@ def _last_match(cron: str, now: float) -> float:
         return known[0]
     # A match at the start of this very minute counts: look back from just after it.
     minute = math.floor(now / 60.0) * 60.0
-    last = float(croniter(cron, minute + 0.5).get_prev(float))
-    following = float(croniter(cron, last + 0.5).get_next(float))
+    try:
+        last = float(croniter(cron, minute + 0.5).get_prev(float))
+    except CroniterBadDateError:  # no match within croniter's search span: no floor
+        last = -math.inf
+        following = math.inf
+    else:
+        try:
+            following = float(croniter(cron, last + 0.5).get_next(float))
+        except CroniterBadDateError:
+            following = math.inf
     if len(_MATCHES) >= _MAX_MEMO:
         _MATCHES.clear()
     _MATCHES[cron] = (last, following)

@@ -8,7 +8,7 @@ from inferscale.scaling.types import RateSample
 
 
 def service(name: str, slo: dict[str, str] | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"model": {"name": "m"}, "scaleTargetRef": {"name": name}}
+    spec: dict[str, Any] = {"model": {"name": "m"}, "scaleTargetRef": {"name": name}, "replicas": {"max": 4}}
     if slo:
         spec["slo"] = slo
     return {"metadata": {"name": name, "namespace": "ns"}, "spec": spec}
@@ -66,6 +66,22 @@ async def test_the_tick_reads_per_request_tpot_from_the_first_tick_a_service_set
     await collector.refresh()
     await collector.refresh()
     assert prom.snapshots == [({}, True), ({}, False)]  # dropped from the tick after the last one left
+
+
+async def test_an_invalid_spec_costs_no_query_and_competes_for_no_target() -> None:
+    kube, prom = Kube(), Prom()
+    collector = Collector(kube, prom, ["ns"], 15.0)  # type: ignore[arg-type]
+    bad = service("old")  # a dotted key is no Prometheus label: every query of its group would fail to parse
+    bad["spec"]["metrics"] = {"selector": {"app.kubernetes.io/name": "vllm"}}
+    advisory = service("watcher")
+    advisory["spec"]["mode"] = "Advisory"
+    for svc in (bad, advisory):
+        svc["spec"]["scaleTargetRef"] = {"name": "llm"}
+    good = service("llm")
+    kube.services = [bad, advisory, good]
+    tick = await collector.refresh()
+    assert prom.snapshots == [({}, False)]
+    assert [name for _, name, _ in tick.services_by_target[("ns", "llm")]] == ["llm"]
 
 
 async def test_services_told_apart_by_their_selector_forecast_from_their_own_rate_history() -> None:

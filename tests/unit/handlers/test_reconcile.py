@@ -312,6 +312,32 @@ async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
     assert conflict["status"] == "True" and "HorizontalPodAutoscaler/cpu" in conflict["message"]
 
 
+async def test_advisory_mode_decides_and_reports_beside_an_hpa_it_does_not_fight() -> None:
+    kube = FakeKube()
+    hpa = {
+        "metadata": {"name": "cpu", "namespace": "ns"},
+        "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "llm"}},
+    }
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}, "mode": "Advisory"}
+    decision = await reconcile(runtime(kube), tick(hpas=[hpa]), svc(spec))
+    assert decision is not None and decision.replicas == 3 and kube.scales() == []
+    conditions = {c["type"]: c for c in kube.statuses()[-1]["conditions"]}
+    assert conditions["Conflict"]["status"] == "False" and conditions["Conflict"]["reason"] == "AdvisoryBesideAutoscaler"
+    assert "would scale to 3" in conditions["Advisory"]["message"]
+    assert "HorizontalPodAutoscaler/cpu" in conditions["Advisory"]["message"]
+
+
+async def test_an_older_service_with_an_invalid_spec_or_in_advisory_mode_does_not_block_a_newer_one() -> None:
+    invalid = svc({**GOOD, "replicas": {"min": 5, "max": 2}})
+    advisory = svc({**GOOD, "mode": "Advisory"})
+    advisory["metadata"] = {**advisory["metadata"], "name": "llm-0", "uid": "u0"}
+    newer = svc({**GOOD, "replicas": {"min": 3, "max": 4}})
+    newer["metadata"] = {**newer["metadata"], "name": "llm-2", "uid": "u2", "creationTimestamp": "2026-02-01T00:00:00Z"}
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(services=[invalid, advisory, newer]), newer)
+    assert kube.scales() == [3]
+
+
 @pytest.mark.parametrize(
     "status",
     [{"scaler": "garbage"}, {"scaler": {"recommendations": [{"at": "x"}]}}, {"conditions": "nope", "history": 7}],

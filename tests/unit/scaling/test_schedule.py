@@ -37,6 +37,7 @@ def test_floor_is_active_for_duration_after_each_match(now: float, floor: int | 
     ("schedule", "message"),
     [
         (Schedule("61 * * * *", 60.0, 1), "invalid cron expression '61 \\* \\* \\* \\*'"),
+        (Schedule("0 0 30 2 *", 60.0, 1), "never matches"),  # February 30th: well-formed, never comes
         (Schedule("0 9 * * *", 0.0, 1), "duration must be positive"),
         (Schedule("0 9 * * *", 60.0, -1), "minReplicas must be >= 0"),
     ],
@@ -54,3 +55,9 @@ def test_memoised_matches_agree_with_croniter_in_any_order() -> None:
         found = active_floor((Schedule("*/20 8-10 * * *", 300.0, 2),), now)
         last = croniter("*/20 8-10 * * *", now + 1e-3).get_prev(float)
         assert (found is not None) == (now - last < 300.0), now
+
+
+def test_a_cron_that_never_matches_sets_no_floor_instead_of_raising() -> None:
+    # validation refuses it; a policy built without validation must still decide
+    assert active_floor((Schedule("0 0 31 4 *", 3600.0, 3), EVENING), at(30, 18, 30)) == (7, EVENING)
+    assert active_floor((Schedule("0 0 31 4 *", 3600.0, 3),), at(30, 18, 30)) is None
