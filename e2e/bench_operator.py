@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import http.server
 import json
+import math
 import os
 import pathlib
 import statistics
@@ -311,6 +312,11 @@ def run_size(cluster: Cluster, n: int, sample: int) -> dict[str, Any]:
     }
 
 
+def seconds(value: float) -> str:
+    """A latency cell: "-" where there is no figure (no sample, or one sample for a P95)."""
+    return "-" if math.isnan(value) else f"{value:.1f} s"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,100,1000")
@@ -333,8 +339,8 @@ def main() -> int:
             f"{r['prom_s']:.2f}) | {r['reconcile_s']:.2f} s | {r['tick_s'] + r['reconcile_s']:.2f} s | "
             f"{r['status_writes']:.1f} + {r['status_refreshed']:.1f} ({r['status_dropped']:.1f}) of "
             f"{r['status_total']:.0f} | {r['cpu_cores']:.2f} | "
-            f"{r['rss_mb']:.0f} MB ({r['peak_rss_mb']:.0f} MB) | {r['reaction_p50_s']:.1f} s | "
-            f"{r['reaction_p95_s']:.1f} s | {r['reacted']} |"
+            f"{r['rss_mb']:.0f} MB ({r['peak_rss_mb']:.0f} MB) | {seconds(r['reaction_p50_s'])} | "
+            f"{seconds(r['reaction_p95_s'])} | {r['reacted']} |"
         )
     table = "\n".join(lines)
     print(table)
@@ -347,10 +353,11 @@ control plane, Prometheus and the metrics fixture (so CPU figures include conten
 
 - **PromQL queries/tick**: the operator's own `inferscale_prometheus_queries_total` over {STEADY_TICKS} steady
   ticks (instant queries plus the incremental range query for the forecaster's history).
-- **read**: `inferscale_tick_duration_seconds`: the five Kubernetes lists (Deployments, pods, HPAs,
-  ScaledObjects, InferenceServices, in pages of 500) and the PromQL set, which run concurrently; the parts are
-  `inferscale_tick_phase_seconds`. **decide+act+status**: `inferscale_reconcile_duration_seconds`, every
-  service's decision, /scale writes and the status writes that carry news. **whole tick**: the two together.
+- **read**: `inferscale_tick_duration_seconds`: the three Kubernetes lists (InferenceServices, HPAs,
+  ScaledObjects, in pages of 500; pods and Deployments come from watch-fed caches, listed only while a cache is
+  out of sync) and the PromQL set, which run concurrently; the parts are `inferscale_tick_phase_seconds`.
+  **decide+act+status**: `inferscale_reconcile_duration_seconds`, every service's decision, /scale writes and
+  the status writes that carry news. **whole tick**: the two together.
 - **status writes/tick**: `inferscale_status_writes_total`: a status that says something new (a count, a
   reason, a condition, the scaler's record) is written in the tick; a status whose figures alone are older
   than 30 s is queued and written at an even pace between ticks, all landed before the next tick reads

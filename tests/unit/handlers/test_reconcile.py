@@ -322,7 +322,8 @@ async def test_advisory_mode_decides_and_reports_beside_an_hpa_it_does_not_fight
     decision = await reconcile(runtime(kube), tick(hpas=[hpa]), svc(spec))
     assert decision is not None and decision.replicas == 3 and kube.scales() == []
     conditions = {c["type"]: c for c in kube.statuses()[-1]["conditions"]}
-    assert conditions["Conflict"]["status"] == "False" and conditions["Conflict"]["reason"] == "AdvisoryBesideAutoscaler"
+    conflict = conditions["Conflict"]
+    assert conflict["status"] == "False" and conflict["reason"] == "AdvisoryBesideAutoscaler"
     assert "would scale to 3" in conditions["Advisory"]["message"]
     assert "HorizontalPodAutoscaler/cpu" in conditions["Advisory"]["message"]
 
