@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -149,7 +150,9 @@ def _label(expr: str, name: str, value: str) -> str:
 
 
 def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
+    """A label value inside PromQL's double quotes: Go's escapes, which JSON's are a subset of (a newline in a
+    selector value must not end the string)."""
+    return json.dumps(value, ensure_ascii=False)[1:-1]
 
 
 QUERIES = build_queries()

@@ -81,6 +81,12 @@ CRON = Rule(
 # Checked in Python only: map keys have no maxLength, so a CEL `matches` over them is estimated at the
 # full request size and the API server would refuse the whole CRD for exceeding its cost budget.
 SELECTOR_KEYS_MESSAGE = "selector keys must be Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*)"
+# The operator sets these matchers itself; Prometheus reserves names starting with "__".
+SELECTOR_OWN_KEYS = ("namespace", "model_name")
+SELECTOR_RESERVED_MESSAGE = (
+    "selector keys must not be namespace or model_name (set from the service's namespace and spec.model.name) "
+    "or start with __ (reserved by Prometheus)"
+)
 
 
 def check_duration(value: str) -> str:
@@ -129,4 +135,7 @@ def check_selector(value: dict[str, str]) -> dict[str, str]:
     bad = sorted(k for k in value if not re.fullmatch(LABEL_NAME_PATTERN, k))
     if bad:
         raise ValueError(f"{SELECTOR_KEYS_MESSAGE}: {', '.join(repr(k) for k in bad)}")
+    reserved = sorted(k for k in value if k in SELECTOR_OWN_KEYS or k.startswith("__"))
+    if reserved:
+        raise ValueError(f"{SELECTOR_RESERVED_MESSAGE}: {', '.join(repr(k) for k in reserved)}")
     return value

@@ -29,6 +29,9 @@ from inferscale.api.rules import (
     check_selector,
 )
 
+# spec.replicas of a Deployment is an int32: a larger bound could never be written.
+MAX_REPLICAS = 2**31 - 1
+
 # The capacity prior assumes these request lengths when only a model profile is known.
 TYPICAL_INPUT_TOKENS = 1000
 TYPICAL_OUTPUT_TOKENS = 200
@@ -122,8 +125,8 @@ class Replicas(BaseModel):
 
     model_config = ConfigDict(**SPEC_CONFIG, json_schema_extra={"x-kubernetes-validations": [REPLICA_BOUNDS.schema()]})
 
-    min: int = Field(default=1, ge=1, description="Fewest replicas, also while metrics are missing.")
-    max: int = Field(ge=1, description="Most replicas.")
+    min: int = Field(default=1, ge=1, le=MAX_REPLICAS, description="Fewest replicas, also while metrics are missing.")
+    max: int = Field(ge=1, le=MAX_REPLICAS, description="Most replicas.")
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Self:
@@ -209,7 +212,7 @@ class Schedule(BaseModel):
 
     cron: Cron = Field(description="Start of the window, five-field cron in UTC ('0 9 * * 1-5').")
     duration: PositiveDuration = Field(description="Length of the window.")
-    min_replicas: int = Field(ge=1, description="Replica floor during the window.")
+    min_replicas: int = Field(ge=1, le=MAX_REPLICAS, description="Replica floor during the window.")
 
 
 class Warmup(BaseModel):

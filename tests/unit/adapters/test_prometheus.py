@@ -12,6 +12,7 @@ from inferscale.adapters.prometheus import (
     DEPLOYMENT_POD,
     QUERIES,
     PrometheusReader,
+    build_queries,
     build_rate_history_query,
     deployment_of,
 )
@@ -157,3 +158,10 @@ def test_a_refused_connection_is_said_in_a_line_without_the_query() -> None:
     assert snap.unavailable
     refused = "cannot connect: [Errno 111] Connection refused"
     assert all(e.split(": ", 1)[1] == refused for e in snap.errors), snap.errors
+
+
+def test_a_selector_value_with_quotes_backslashes_or_a_newline_stays_inside_its_string() -> None:
+    value = 'a\nb"c\\d'
+    for query in [*build_queries({"job": value}).values(), build_rate_history_query({"job": value})]:
+        assert "\n" not in query
+        assert 'job="a\\nb\\"c\\\\d"' in query
