@@ -225,6 +225,45 @@ def test_h_managed_mode_owns_its_deployment_and_deletion_cascades(
     )
 
 
+def test_h_a_typo_in_the_managed_template_is_refused_by_the_api_server_and_reported(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # The CRD passes the pod template through unchecked; without strict field validation the API server
+    # would drop `argz` with a warning and the pods would run without the arguments the user meant.
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "argz": ["--max-num-seqs", "256"]}
+    template = {"metadata": {"labels": {"app": "typo"}}, "spec": {"containers": [container]}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("typo", target=None, template=template))
+    operator.start()
+    st = eventually(
+        lambda: (
+            (s := status(cluster, namespace, "typo"))
+            and (c := condition(s, "Ready"))
+            and c["reason"] == "CreateFailed"
+            and s
+        ),
+        30,
+        "Ready=False, CreateFailed",
+    )
+    message = condition(st, "Ready")["message"]  # type: ignore[index]
+    assert 'unknown field "spec.template.spec.containers[0].argz"' in message, message
+    assert cluster.kubectl("get", "deployment", "typo", "-n", namespace, check=False).returncode != 0
+    assert eventually(lambda: events(cluster, namespace, "CreateFailed"), 15, "a CreateFailed event")
+
+
+def test_d_advisory_beside_an_hpa_decides_and_reports_and_names_it(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    target.set(kv=0.95, waiting=20, running=30)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=HPA)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", mode="Advisory"))
+    operator.start()
+    st = eventually(lambda: (s := status(cluster, namespace)).get("desiredReplicas", 0) > 1 and s, 60, "a decision > 1")
+    assert "HorizontalPodAutoscaler/cpu" in condition(st, "Advisory")["message"]  # type: ignore[index]
+    assert condition(st, "Conflict")["status"] == "False"  # type: ignore[index]
+    assert condition(st, "Ready")["status"] == "True"  # type: ignore[index]
+    assert {n for _, n in sample_replicas(cluster, namespace, 10)} == {1}
+
+
 def test_i_slow_streams_at_low_kv_scale_up_by_the_per_request_tpot_slo(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:

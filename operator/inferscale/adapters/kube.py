@@ -21,6 +21,9 @@ import aiohttp
 from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 
+# A typo in a user's pod template (`argz`) is an error to report, not a field the server silently drops.
+STRICT = {"fieldValidation": "Strict"}
+
 SA_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"  # a path, not a secret
 LIST_PAGE = 500  # client-go's pager default
 
@@ -209,13 +212,17 @@ class KubeApi:
         answer = await self.request("GET", path)
         return answer if isinstance(answer, dict) else {}
 
-    async def merge_patch(self, path: str, body: Mapping[str, Any], answer: bool = True) -> dict[str, Any]:
-        """`answer=False` skips decoding the object the server sends back (status writes never read it)."""
-        result = await self.request("PATCH", path, body, "application/merge-patch+json", decode=answer)
+    async def merge_patch(
+        self, path: str, body: Mapping[str, Any], answer: bool = True, strict: bool = False
+    ) -> dict[str, Any]:
+        """`answer=False` skips decoding the object the server sends back (status writes never read it);
+        `strict` makes the server refuse unknown fields instead of dropping them with a warning."""
+        params = STRICT if strict else None
+        result = await self.request("PATCH", path, body, "application/merge-patch+json", params=params, decode=answer)
         return result if isinstance(result, dict) else {}
 
-    async def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        answer = await self.request("POST", path, body, "application/json")
+    async def create(self, path: str, body: Mapping[str, Any], strict: bool = False) -> dict[str, Any]:
+        answer = await self.request("POST", path, body, "application/json", params=STRICT if strict else None)
         return answer if isinstance(answer, dict) else {}
 
     async def delete(self, path: str) -> None:

@@ -281,7 +281,9 @@ async def _ensure_managed(
     if deployment is None:
         try:
             created = await rt.kube.create(
-                f"/apis/apps/v1/namespaces/{ns}/deployments", managed_deployment(body, template, initial_replicas)
+                f"/apis/apps/v1/namespaces/{ns}/deployments",
+                managed_deployment(body, template, initial_replicas),
+                strict=True,
             )
         except KubeError as e:
             if e.status == 409:
@@ -303,11 +305,14 @@ async def _ensure_managed(
             "spec": {"template": desired["spec"]["template"]},  # never replicas: that is the decision's
         }
         try:
-            await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", patch)
+            await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", patch, strict=True)
             await post_event(rt, body, "Normal", "Updated", f"updated the pod template of Deployment {name}", now)
         except KubeError as e:
             metrics.KUBE_ERRORS.labels("update").inc()
             rt.logger.warning("could not update Deployment %s/%s: %s", ns, name, e)
+            # the pods keep the old template: the user must hear why their change did not roll out
+            msg = f"could not update the pod template of Deployment {name} (the pods keep the old one): {e}"
+            await post_event(rt, body, "Warning", "UpdateFailed", msg, now)
     return deployment
 
 

@@ -22,19 +22,24 @@ class FakeKube:
     def __init__(self, fail: dict[str, int] | None = None) -> None:
         self.calls: list[tuple[str, str, Any]] = []
         self.fail = fail or {}
+        self.strict: list[str] = []  # paths written with fieldValidation=Strict
 
     def _check(self, path: str) -> None:
         for frag, status in self.fail.items():
             if frag in path:
                 raise KubeError(status, f"injected {status}")
 
-    async def merge_patch(self, path: str, body: Any, answer: bool = True) -> dict[str, Any]:
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
         self.calls.append(("PATCH", path, body))
+        if strict:
+            self.strict.append(path)
         self._check(path)
         return {}
 
-    async def create(self, path: str, body: Any) -> dict[str, Any]:
+    async def create(self, path: str, body: Any, strict: bool = False) -> dict[str, Any]:
         self.calls.append(("POST", path, body))
+        if strict:
+            self.strict.append(path)
         self._check(path)
         return dict(body)
 
@@ -183,10 +188,10 @@ class Crash(BaseException):
 class KilledAfterScaling(FakeKube):
     """The operator dies at its first status write after a write to /scale."""
 
-    async def merge_patch(self, path: str, body: Any, answer: bool = True) -> dict[str, Any]:
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
         if path.endswith("/status") and self.scales():
             raise Crash
-        return await super().merge_patch(path, body, answer)
+        return await super().merge_patch(path, body, answer, strict)
 
 
 def saturated_tick(ready: int, at: float) -> Tick:
@@ -346,6 +351,29 @@ async def test_an_older_service_with_an_invalid_spec_or_in_advisory_mode_does_no
 async def test_garbage_in_status_does_not_crash(status: dict[str, Any]) -> None:
     kube = FakeKube()
     assert await reconcile(runtime(kube), tick(), svc(GOOD, status)) is not None
+
+
+MANAGED = {
+    "model": {"name": "m"},
+    "replicas": {"min": 1, "max": 4},
+    "template": {"spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "argz": ["x"]}]}},
+}
+
+
+async def test_the_managed_deployment_is_created_and_updated_with_strict_field_validation() -> None:
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(deployments={}), svc(MANAGED))
+    assert kube.strict == ["/apis/apps/v1/namespaces/ns/deployments"]
+    owned = {
+        "metadata": {"name": "llm", "namespace": "ns", "ownerReferences": [{"uid": "u1", "controller": True}]},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "llm"}}},
+    }
+    # the server refuses the template's unknown field: the user hears why the pods keep the old template
+    kube = FakeKube(fail={"/deployments/llm": 400})
+    await reconcile(runtime(kube), tick(deployments={("ns", "llm"): owned}), svc(MANAGED))
+    assert kube.strict == ["/apis/apps/v1/namespaces/ns/deployments/llm"]
+    (failed,) = [e for e in kube.events() if e["reason"] == "UpdateFailed"]
+    assert failed["type"] == "Warning" and "keep the old one" in failed["message"]
 
 
 async def test_the_older_of_two_services_on_one_target_wins() -> None:
