@@ -39,10 +39,15 @@ def _cel_string(pattern: str) -> str:
     return "'" + pattern.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# Go's time.Duration, which CEL's duration() is: int64 nanoseconds. A longer duration fails CEL's conversion, so
+# Python refuses it too; the `>=` makes the API server convert (and so bound) every duration, not only positive ones.
+MAX_DURATION_SECONDS = (2**63 - 1) / 1e9
+NANOSECOND = 1e-9
 DURATION = Rule(
-    f"self.matches({_cel_string(DURATION_PATTERN)})",
+    f"self.matches({_cel_string(DURATION_PATTERN)}) && duration(self) >= duration('0s')",
     "must be a duration: a number with a unit ms, s, m or h, such as 500ms, 30s, 5m or 1h30m",
 )
+TOO_LONG = "must be a duration of at most 2562047h (Kubernetes durations are int64 nanoseconds)"
 # The left side guards the right: a string that is not a duration never reaches duration(), whose parse
 # error would otherwise replace this message. Go's duration syntax accepts everything the pattern does.
 POSITIVE_DURATION = Rule(
@@ -93,17 +98,20 @@ def check_duration(value: str) -> str:
     """Accept exactly what the CRD accepts (no surrounding spaces) and what parse_duration can read."""
     if not isinstance(value, str) or len(value) > DURATION_MAX_LENGTH or not re.fullmatch(DURATION_PATTERN, value):
         raise ValueError(f"{value!r} {DURATION.message}")
-    parse_duration(value)
+    if parse_duration(value) > MAX_DURATION_SECONDS:
+        raise ValueError(f"{value!r} {TOO_LONG}")
     return value
 
 
 def check_positive_duration(value: str) -> str:
     try:
         check_duration(value)
-        positive = parse_duration(value) > 0
-    except ValueError:
-        positive = False
-    if not positive:
+    except ValueError as e:
+        if TOO_LONG in str(e):
+            raise
+        raise ValueError(f"{value!r} {POSITIVE_DURATION.message}") from None
+    # Go keeps whole nanoseconds: "0.0000001ms" is 0 to the API server, so not positive there either
+    if parse_duration(value) < NANOSECOND:
         raise ValueError(f"{value!r} {POSITIVE_DURATION.message}")
     return value
 

@@ -93,3 +93,18 @@ def test_valid_variants_pass(validator: Path, tmp_path: Path) -> None:
         {**minimal, "engine": "sglang", "slo": {"itlMean": "40ms"}},
     ]
     assert _validate(validator, [_wrap(v) for v in variants], tmp_path) == [[]] * len(variants)
+
+
+def test_durations_beyond_int64_nanoseconds_or_below_one_are_refused_there_too(validator: Path, tmp_path: Path) -> None:
+    # Python words these itself (rules.TOO_LONG); the API server refuses them in CEL's own words
+    minimal = {"model": {"name": "m"}, "scaleTargetRef": {"name": "t"}, "replicas": {"max": 4}}
+    refused = [
+        {**minimal, "warmup": {"timeToReady": "2562048h"}},
+        {**minimal, "behavior": {"scaleDown": {"stabilizationWindow": "9999999999999999h"}}},
+        {**minimal, "slo": {"ttftP95": "2562048h"}},
+        {**minimal, "slo": {"itlMean": "0.0000001ms"}},
+    ]
+    accepted = [{**minimal, "warmup": {"timeToReady": "2562047h"}, "slo": {"itlMean": "0.000001ms"}}]
+    results = _validate(validator, [_wrap(v) for v in refused + accepted], tmp_path)
+    assert all(errors for errors in results[: len(refused)]), results
+    assert results[len(refused) :] == [[]]
