@@ -9,7 +9,13 @@ from pydantic import BaseModel
 
 from inferscale.api.fields import KIND_KEY
 from inferscale.api.models import API_VERSION, KIND, SHORT_NAMES
-from inferscale.api.rules import ONE_TARGET, REPLICA_BOUNDS, SCHEDULE_WITHIN_MAX, SELECTOR_KEYS_MESSAGE
+from inferscale.api.rules import (
+    ONE_TARGET,
+    REPLICA_BOUNDS,
+    SCHEDULE_WITHIN_MAX,
+    SELECTOR_KEYS_MESSAGE,
+    SELECTOR_RESERVED_MESSAGE,
+)
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec
 from inferscale.api.status import InferenceServiceStatus
 
@@ -21,8 +27,9 @@ Kind `{KIND}`, short name `{SHORT_NAMES[0]}`. The CRD (`crds/inferscale.dev_infe
 the same models by `inferscale crd`.
 
 Durations are strings such as `500ms`, `30s`, `5m` or `1h30m`. An empty Default cell means optional and unset.
-Unknown values in status are absent, never zero. With `model.profile` set, the capacity prior assumes requests
-of {TYPICAL_INPUT_TOKENS} input and {TYPICAL_OUTPUT_TOKENS} output tokens.
+Unknown values in status are absent, never zero. With `model.profile` set, the capacity prior is computed at the
+mean request lengths the engines report, and at {TYPICAL_INPUT_TOKENS} input and {TYPICAL_OUTPUT_TOKENS} output
+tokens until they report them.
 
 ## Validation
 
@@ -32,8 +39,11 @@ same messages, on specs that reached it through an older CRD:
 - {REPLICA_BOUNDS.message}
 - {ONE_TARGET.message}
 - {SCHEDULE_WITHIN_MAX.message}
-- durations, fractions in (0, 1], change limits (`4` pods or `"50%"`), cron expressions, `engine` and `mode` enums
-- {SELECTOR_KEYS_MESSAGE} (checked by the operator only)
+- durations (at most 2562047h), fractions in (0, 1], change limits (`4` pods or `"50%"`), `engine` and `mode`
+  enums, replica counts within int32, a `scaleTargetRef.name` that can name a Deployment
+- cron expressions: five fields or a macro (the API server checks the shape; the operator also checks each field's
+  range and that the expression ever matches, so `61 9 * * *` and `0 0 30 2 *` are `InvalidSpec`)
+- {SELECTOR_KEYS_MESSAGE}; {SELECTOR_RESERVED_MESSAGE} (both checked by the operator only)
 """
 
 

@@ -29,6 +29,8 @@ from inferscale.api.rules import (
     check_selector,
 )
 
+# What a Deployment's name can be (a DNS-1123 subdomain): anything else can never be found.
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # spec.replicas of a Deployment is an int32: a larger bound could never be written.
 MAX_REPLICAS = 2**31 - 1
 
@@ -52,22 +54,29 @@ class ModelRef(BaseModel):
     name: str = Field(min_length=1, description="The engine's model name: the `model_name` label of its metrics.")
     profile: str | None = Field(
         default=None,
+        min_length=1,
         description="Model catalog entry in inferscale.perf (e.g. llama-3.1-8b). When set, a per-replica "
-        f"capacity at the SLO ({TYPICAL_INPUT_TOKENS} input / {TYPICAL_OUTPUT_TOKENS} output tokens) is the prior "
-        "for the capacity signal until one is learned from SLO-compliant periods.",
+        "capacity at the SLO is the prior for the capacity signal until one is learned from SLO-compliant "
+        "periods: at the mean request lengths the engines report (their token and request counters), "
+        f"{TYPICAL_INPUT_TOKENS} input / {TYPICAL_OUTPUT_TOKENS} output tokens until they do.",
     )
-    gpu: str = Field(default="h100-80gb", description="GPU catalog entry of one replica; used with profile.")
+    gpu: str = Field(
+        default="h100-80gb", min_length=1, description="GPU catalog entry of one replica; used with profile."
+    )
     tensor_parallel: int = Field(default=1, ge=1, description="GPUs per replica (tensor parallel size).")
     max_num_seqs: int | None = Field(
         default=None,
         ge=1,
-        description="The engine's vLLM --max-num-seqs, for the prior. Unset: vLLM's default for the GPU.",
+        description="The engine's vLLM --max-num-seqs, for the prior. Unset: the flag in the target "
+        "Deployment's container args (vLLM --max-num-seqs, SGLang --max-running-requests), else vLLM's default "
+        "for the GPU.",
     )
     max_num_batched_tokens: int | None = Field(
         default=None,
         ge=1,
         description="The engine's vLLM --max-num-batched-tokens (the chunked-prefill budget), for the prior. "
-        "Unset: vLLM's default for the GPU.",
+        "Unset: the flag in the target Deployment's container args (vLLM --max-num-batched-tokens, SGLang "
+        "--chunked-prefill-size), else vLLM's default for the GPU.",
     )
 
 
@@ -82,7 +91,12 @@ class ScaleTargetRef(BaseModel):
     kind: Annotated[Literal["Deployment"], BeforeValidator(one_of("Deployment"))] = Field(
         default="Deployment", description="Kind of the target; only Deployments are supported."
     )
-    name: str = Field(min_length=1, description="Name of the target in the InferenceService's namespace.")
+    name: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="Name of the target in the InferenceService's namespace.",
+    )
 
 
 class ObjectMeta(BaseModel):

@@ -25,7 +25,7 @@ from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.adapters.prometheus import PrometheusReader
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Collector
-from inferscale.handlers.reconcile import Runtime, reconcile, write_status
+from inferscale.handlers.reconcile import Runtime, reconcile, report_failure, write_status
 from inferscale.handlers.refresher import Refresher
 
 log = logging.getLogger("inferscale")
@@ -79,9 +79,10 @@ class Loop:
             async with sem:
                 try:
                     await reconcile(self.runtime, tick, svc)
-                except Exception:  # isolate services from each other
+                except Exception as e:  # isolate services from each other
                     meta = svc.get("metadata") or {}
                     log.exception("reconciling %s/%s failed", meta.get("namespace"), meta.get("name"))
+                    await report_failure(self.runtime, svc, tick.at, e)
 
         await asyncio.gather(*(one(s) for s in tick.services))
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)

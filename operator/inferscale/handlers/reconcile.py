@@ -151,13 +151,15 @@ async def _problem(
     """A state in which nothing is scaled: say so in conditions, and once in an Event."""
     status = body.get("status") or {}
     previous = status.get("conditions")
-    if any(condition_changed(previous, c) for c in conditions if c.status != "True" or c.type == "Conflict"):
+    meta = body.get("metadata") or {}
+    # an edited spec that still has a problem (perhaps another one) is announced again
+    edited = status.get("observedGeneration") not in (None, meta.get("generation"))
+    if edited or any(condition_changed(previous, c) for c in conditions if c.status != "True" or c.type == "Conflict"):
         await post_event(rt, body, "Warning", event_reason, message, now)
     # the engine's assessment outlives a problem with the target, so it is not announced again when that clears
     engine = held(previous, prefill_condition(None, None, lengths_known=False))
     if engine.status != "Unknown":
         conditions = [*conditions, engine]
-    meta = body.get("metadata") or {}
     await _patch_status(
         rt,
         body,
@@ -314,6 +316,16 @@ async def _ensure_managed(
             msg = f"could not update the pod template of Deployment {name} (the pods keep the old one): {e}"
             await post_event(rt, body, "Warning", "UpdateFailed", msg, now)
     return deployment
+
+
+async def report_failure(rt: Runtime, body: Mapping[str, Any], now: float, error: BaseException) -> None:
+    """A bug or an answer nothing expected stopped this service's tick: the count is held, and the user
+    reads so in status and an Event rather than only in the operator's log."""
+    msg = f"the operator failed to decide ({type(error).__name__}: {error}); the replica count is held"
+    try:
+        await _problem(rt, body, now, [Condition("Ready", "False", "ReconcileError", msg)], "ReconcileError", msg)
+    except Exception as e:  # the API server may be why: the log has both
+        rt.logger.warning("could not report the failure in status: %s", e)
 
 
 async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decision | None:

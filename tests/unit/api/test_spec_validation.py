@@ -107,6 +107,9 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("replicas.max", "4", "valid integer", {}),
     ("targets.kvCacheUtilization", "0.5", "valid number", {}),
     ("model.name", "", "at least 1 character", {}),
+    ("model.profile", "", "at least 1 character", {}),
+    ("scaleTargetRef.name", "Foo_Bar/../x", "should match pattern", {}),
+    ("scaleTargetRef.name", "a" * 254, "at most 253 characters", {}),
     ("slo.ttftp95", "1s", "Extra inputs are not permitted", {}),
 ]
 

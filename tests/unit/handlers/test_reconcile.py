@@ -106,9 +106,43 @@ async def test_the_same_problem_is_not_announced_twice() -> None:
     kube = FakeKube()
     bad = svc({**GOOD, "replicas": {"min": 5, "max": 2}})
     await reconcile(runtime(kube), tick(), bad)
-    again = svc(bad["spec"], {"conditions": kube.statuses()[0]["conditions"]})
+    again = svc(bad["spec"], kube.statuses()[0])
     await reconcile(runtime(kube), tick(), again)
-    assert len(kube.events()) == 1 and len(kube.statuses()) == 2
+    assert len(kube.events()) == 1  # and nothing new to write: the status is unchanged
+
+
+async def test_an_edited_spec_that_is_still_invalid_is_announced_again() -> None:
+    kube = FakeKube()
+    bad = svc({**GOOD, "replicas": {"min": 5, "max": 2}})
+    await reconcile(runtime(kube), tick(), bad)
+    edited = svc({**GOOD, "engine": "tgi"}, kube.statuses()[0])
+    edited["metadata"]["generation"] = 2
+    await reconcile(runtime(kube), tick(), edited)
+    first, second = kube.events()
+    assert "replicas.min" in first["message"] and "engine" in second["message"]
+
+
+async def test_a_service_whose_tick_fails_says_so_in_status_and_an_event(monkeypatch: pytest.MonkeyPatch) -> None:
+    from inferscale.handlers import operator
+
+    async def broken(*_: Any) -> None:
+        raise RuntimeError("an answer nothing expected")
+
+    class Collector:
+        interval, last_success = 10.0, None
+
+        async def refresh(self) -> Tick:
+            return tick(services=[svc(GOOD)])
+
+    monkeypatch.setattr(operator, "reconcile", broken)
+    kube = FakeKube()
+    await operator.Loop(Collector(), runtime(kube)).tick()  # type: ignore[arg-type]
+    ready = next(c for c in kube.statuses()[0]["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "False" and ready["reason"] == "ReconcileError"
+    assert "RuntimeError: an answer nothing expected" in ready["message"] and "held" in ready["message"]
+    (event,) = kube.events()
+    assert event["type"] == "Warning" and event["reason"] == "ReconcileError"
+    assert kube.scales() == []
 
 
 async def test_prometheus_down_holds_and_says_so() -> None:
