@@ -10,7 +10,8 @@ from typing import Annotated
 
 import typer
 
-from inferscale.scaling.durations import parse_duration
+from inferscale.commands import checks
+from inferscale.scaling.durations import format_duration
 
 
 def _fail(message: str) -> typer.Exit:
@@ -46,30 +47,40 @@ def emulate(
     kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig (default: KUBECONFIG).")] = None,
 ) -> None:
     """Replay a trace against simulated engines on a Deployment's pods, serving vLLM /metrics per pod."""
-    from inferscale.adapters.kube import Credentials, KubeApi
+    from inferscale.adapters.kube import KubeApi
     from inferscale.emulator import Emulator, EmulatorConfig
-    from inferscale.perf import PerfError, replica_profile
-    from inferscale.sim.traces import TraceError, load_request_arrays
+    from inferscale.perf import replica_profile
+    from inferscale.sim.traces import TRACE_FORMATS, load_request_arrays
 
     try:
-        ttft, itl = parse_duration(slo_ttft), parse_duration(slo_itl)
-        limit = parse_duration(duration) if duration else None
-    except ValueError as e:
-        raise _fail(str(e)) from None
-    try:
+        # Checked here, before the trace is read, so that the messages name the flags (as `simulate` does).
+        if fmt is not None and fmt.lower() not in TRACE_FORMATS:
+            raise checks.InputError(f"--format {fmt!r} is not known; known: {', '.join(TRACE_FORMATS)}")
+        checks.positive_number("--rate-scale", rate_scale)
+        checks.positive_number("--time-scale", time_scale)
+        checks.seed(seed)
+        if tp < 1:
+            raise checks.InputError(f"--tp must be at least 1, got {tp}")
+        ttft = checks.positive_duration("--slo-ttft", slo_ttft)
+        itl = checks.positive_duration("--slo-itl", slo_itl)
+        limit = checks.positive_duration("--duration", duration) if duration is not None else None
+        checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
         profile = replica_profile(
             model, gpu, tp, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )
-    except PerfError as e:
-        raise _fail(str(e)) from None
-    try:
         requests, span = load_request_arrays(trace, fmt, rate_scale, time_scale, limit, seed)
-    except (TraceError, OSError) as e:
+    except (ValueError, OSError) as e:  # InputError, PerfError and TraceError are ValueErrors
         raise _fail(str(e)) from None
     try:
-        kube = KubeApi(Credentials.load(kubeconfig))
-    except Exception as e:  # the kubernetes package raises several unrelated types for a bad kubeconfig
-        raise _fail(f"cannot load Kubernetes credentials: {e}") from None
+        kube = KubeApi(checks.credentials(kubeconfig))
+    except checks.InputError as e:
+        raise _fail(str(e)) from None
+    if limit is not None and format_duration(span) != format_duration(limit):  # not a rounding difference
+        typer.echo(
+            f"note: the trace covers only {format_duration(span)}; the replay lasts the {format_duration(limit)} "
+            "of --duration, without requests after that",
+            err=True,
+        )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = EmulatorConfig(
         namespace=namespace,

@@ -10,11 +10,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from inferscale.commands import checks
 from inferscale.perf import (
     PerfError,
     advice,
     gpu_spec,
     max_concurrency,
+    model_spec,
     operating_point,
     prefill_step,
     replica_memory,
@@ -26,7 +28,7 @@ from inferscale.scaling.durations import format_duration, parse_duration
 _DISABLED = {"none", "off"}
 
 
-class PlanInputError(ValueError):
+class PlanInputError(checks.InputError):
     pass
 
 
@@ -80,11 +82,19 @@ def build_plan(
     ttft, itl = _slo("--slo-ttft", slo_ttft), _slo("--slo-itl", slo_itl)
     dtype = dtype.lower()
 
+    checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     limits = (max_num_seqs, max_num_batched_tokens)
     mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
     profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
     if input_tokens is not None and output_tokens is not None:
         length = input_tokens + output_tokens
+        context = model_spec(model).context_tokens
+        if length > context:
+            # vLLM refuses a max_model_len above the model's max_position_embeddings
+            raise PlanInputError(
+                f"a request of {input_tokens:,} + {output_tokens:,} tokens is longer than {profile.model}'s "
+                f"context window ({context:,} tokens); lower --input-tokens or --output-tokens"
+            )
         if length > profile.kv_capacity_tokens:
             # vLLM refuses to start when max_model_len exceeds the KV cache: no SLO can be met
             raise PlanInputError(
@@ -271,7 +281,7 @@ def plan(
             max_num_seqs,
             max_num_batched_tokens,
         )
-    except (PlanInputError, PerfError) as e:
+    except (checks.InputError, PerfError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     if as_json:

@@ -41,6 +41,18 @@ def _positive_duration(flag: str, text: str) -> float:
     return seconds
 
 
+def _check_credentials(kubeconfig: str | None) -> None:
+    """Load the credentials the operator's startup will load, or exit 2 with one line: past this point
+    kopf would log a traceback for them and retry forever."""
+    from inferscale.commands.checks import InputError, credentials
+
+    try:
+        credentials(kubeconfig)
+    except InputError as e:
+        typer.echo(f"inferscale run: {e}", err=True)
+        raise typer.Exit(2) from None
+
+
 def run(
     namespace: Annotated[
         list[str] | None, typer.Option("--namespace", "-n", help="Watch this namespace (repeatable).")
@@ -75,7 +87,10 @@ def run(
     from inferscale.handlers import operator as _handlers  # noqa: F401 - registers the kopf handlers
     from inferscale.handlers.operator import OperatorConfig
 
-    if bool(namespace) == all_namespaces:
+    if namespace and all_namespaces:
+        typer.echo("inferscale run: --all-namespaces and --namespace exclude each other; give one", err=True)
+        raise typer.Exit(2)
+    if not namespace and not all_namespaces:
         typer.echo("inferscale run: give --all-namespaces or at least one --namespace", err=True)
         raise typer.Exit(2)
     tick = _positive_duration("--interval", interval)
@@ -86,6 +101,7 @@ def run(
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads it too
     limit_malloc_arenas()  # before kopf and asyncio start any thread
+    _check_credentials(kubeconfig)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -14,8 +13,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from inferscale.commands import checks
 from inferscale.perf import PerfError
-from inferscale.scaling.durations import format_duration, parse_duration
+from inferscale.scaling.durations import format_duration
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_formats, plot_timelines
@@ -36,7 +36,7 @@ MODES = ("auto", "request", "fluid")
 REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
 
 
-class SimulateInputError(ValueError):
+class SimulateInputError(checks.InputError):
     pass
 
 
@@ -49,21 +49,6 @@ def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
         return prepare_fluid(scenario)
     _, _, expected = expected_requests(scenario)
     return prepare_fluid(scenario) if expected > REQUEST_LEVEL_LIMIT else prepare(scenario)
-
-
-def _duration(option: str, text: str) -> float:
-    try:
-        seconds = parse_duration(text)
-    except ValueError as e:
-        raise SimulateInputError(f"{option}: {e}") from None
-    if seconds <= 0:
-        raise SimulateInputError(f"{option} must be positive, got {text!r}")
-    return seconds
-
-
-def _positive(option: str, value: float) -> None:
-    if not (math.isfinite(value) and value > 0):
-        raise SimulateInputError(f"{option} must be a positive number, got {value}")
 
 
 def _check_output(option: str, path: Path) -> None:
@@ -84,6 +69,35 @@ def _check_output(option: str, path: Path) -> None:
         raise SimulateInputError(f"{option} {path}: cannot write there: {e.strerror or e}") from None
     if not existed:
         path.unlink(missing_ok=True)
+
+
+def _policies(given: list[str] | None) -> list[str]:
+    names = list(given or POLICY_NAMES)
+    unknown = [repr(n) for n in dict.fromkeys(names) if n not in POLICY_NAMES]
+    if unknown:
+        label = "policy" if len(unknown) == 1 else "policies"
+        raise SimulateInputError(f"unknown {label} {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
+    repeated = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+    if repeated:
+        raise SimulateInputError(f"--policy {', '.join(repeated)} is given more than once")
+    return names
+
+
+def _check_outputs(json_out: Path | None, plot: Path | None) -> None:
+    if json_out is not None and plot is not None and json_out.resolve() == plot.resolve():
+        raise SimulateInputError(f"--json and --plot are the same file {plot}; give each its own")
+    if json_out is not None:
+        _check_output("--json", json_out)
+    if plot is not None:
+        formats = sorted(plot_formats())
+        # matplotlib appends .png to a name without a suffix: the file written would not be the one checked
+        if not plot.suffix:
+            raise SimulateInputError(f"--plot {plot}: give the image's suffix, e.g. {plot.name}.png")
+        if plot.suffix[1:].lower() not in formats:
+            raise SimulateInputError(
+                f"--plot {plot}: cannot write a {plot.suffix} image; use .png or one of {', '.join(formats)}"
+            )
+        _check_output("--plot", plot)
 
 
 def _span(prepared: Prepared | FluidPrepared) -> float:
@@ -134,12 +148,12 @@ def build_scenario(
         raise SimulateInputError(f"--trace {trace}: no such file")
     if fmt is not None and fmt.lower() not in TRACE_FORMATS:
         raise SimulateInputError(f"--format {fmt!r} is not known; known: {', '.join(TRACE_FORMATS)}")
-    if seed < 0:
-        raise SimulateInputError(f"--seed must be an integer >= 0, got {seed}")
-    _positive("--rate-scale", rate_scale)
-    _positive("--time-scale", time_scale)
+    checks.seed(seed)
+    checks.positive_number("--rate-scale", rate_scale)
+    checks.positive_number("--time-scale", time_scale)
     if tp < 1:
         raise SimulateInputError(f"--tp must be at least 1, got {tp}")
+    checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     try:
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
@@ -150,15 +164,15 @@ def build_scenario(
         fmt=resolve_format(trace, fmt),
         rate_scale=rate_scale,
         time_scale=time_scale,
-        duration=_duration("--duration", duration) if duration is not None else None,
+        duration=checks.positive_duration("--duration", duration) if duration is not None else None,
         model=model,
         gpu=gpu,
         tp=tp,
-        slo_ttft=_duration("--slo-ttft", slo_ttft),
-        slo_itl=_duration("--slo-itl", slo_itl),
-        slo_tpot=_duration("--slo-tpot-p95", slo_tpot) if slo_tpot is not None else None,
+        slo_ttft=checks.positive_duration("--slo-ttft", slo_ttft),
+        slo_itl=checks.positive_duration("--slo-itl", slo_itl),
+        slo_tpot=checks.positive_duration("--slo-tpot-p95", slo_tpot) if slo_tpot is not None else None,
         time_to_ready=ttr,
-        interval=_duration("--interval", interval),
+        interval=checks.positive_duration("--interval", interval),
         seed=seed,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
@@ -279,24 +293,10 @@ def simulate(
     """Replay a trace against scaling policies on simulated vLLM fleets and compare SLO attainment and cost."""
     err = Console(stderr=True)
     try:
-        names = list(policy or POLICY_NAMES)
-        unknown = [n for n in names if n not in POLICY_NAMES]
-        if unknown:
-            raise SimulateInputError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
-        repeated = [n for n in dict.fromkeys(names) if names.count(n) > 1]
-        if repeated:
-            raise SimulateInputError(f"--policy {', '.join(repeated)} is given more than once")
+        names = _policies(policy)
         if workers < 0:
             raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the cores), got {workers}")
-        if json_out is not None:
-            _check_output("--json", json_out)
-        if plot is not None:
-            formats = sorted(plot_formats())
-            if plot.suffix and plot.suffix[1:].lower() not in formats:
-                raise SimulateInputError(
-                    f"--plot {plot}: cannot write a {plot.suffix} image; use .png or one of {', '.join(formats)}"
-                )
-            _check_output("--plot", plot)
+        _check_outputs(json_out, plot)
         scenario = build_scenario(
             trace,
             fmt,
@@ -323,7 +323,16 @@ def simulate(
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
 
-    warning = _too_short_warning(_span(prepared), prepared.run_config)
+    span = _span(prepared)
+    if scenario.duration is not None and format_duration(span) != format_duration(scenario.duration):
+        # only a difference the user can see: a request trace ends at its last arrival, not on a round figure
+        scaled = f" at --time-scale {scenario.time_scale:g}" if scenario.time_scale != 1 else ""
+        print(
+            f"note: the trace covers only {format_duration(span)}{scaled}; the replay stops there, not at the "
+            f"{format_duration(scenario.duration)} of --duration",
+            file=sys.stderr,
+        )
+    warning = _too_short_warning(span, prepared.run_config)
     if warning is not None:
         print(warning, file=sys.stderr)
     # A process per policy at most: more would be forked copies of the workload with nothing to run.

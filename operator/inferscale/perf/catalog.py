@@ -4,7 +4,8 @@ Model architecture numbers are the `config.json` fields of the Hugging Face chec
 (num_hidden_layers, num_attention_heads, num_key_value_heads, head_dim or hidden_size/heads,
 hidden_size, intermediate_size, vocab_size); cross-checked against the KV table in
 `reference/serving-metrics-and-perf.md` §2.1. Parameter counts are the safetensors totals shown on
-the model cards.
+the model cards. Context windows are config.json's max_position_embeddings: the longest request
+(prompt + output) vLLM serves by default (it refuses a larger max_model_len without an override).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class ModelSpec:
     intermediate_size: int
     vocab_size: int
     parameters: float  # total parameter count
+    context_tokens: int  # longest request, prompt + output (max_position_embeddings)
 
     def weight_bytes(self, dtype: str = "bf16") -> int:
         return int(self.parameters * dtype_bytes(dtype))
@@ -50,14 +52,19 @@ class GPUSpec:
 
 
 _MODELS: dict[str, ModelSpec] = {
-    # meta-llama/Llama-3.1-8B-Instruct config.json; 8.03 B parameters (model card).
-    "llama-3.1-8b": ModelSpec("llama-3.1-8b", 32, 32, 8, 128, 4096, 14336, 128256, 8.03e9),
-    # meta-llama/Llama-3.1-70B-Instruct config.json (3.3-70B shares the architecture); 70.6 B parameters.
-    "llama-3.1-70b": ModelSpec("llama-3.1-70b", 80, 64, 8, 128, 8192, 28672, 128256, 70.6e9),
-    # Qwen/Qwen3-32B config.json (64 layers, 64 q heads, 8 kv heads, head_dim 128); 32.8 B parameters.
-    "qwen3-32b": ModelSpec("qwen3-32b", 64, 64, 8, 128, 5120, 25600, 151936, 32.8e9),
-    # Qwen/Qwen3-8B config.json (36 layers, 32 q heads, 8 kv heads, head_dim 128); 8.2 B parameters.
-    "qwen3-8b": ModelSpec("qwen3-8b", 36, 32, 8, 128, 4096, 12288, 151936, 8.2e9),
+    # meta-llama/Llama-3.1-8B-Instruct config.json; 8.03 B parameters (model card); context 131072
+    # (max_position_embeddings).
+    "llama-3.1-8b": ModelSpec("llama-3.1-8b", 32, 32, 8, 128, 4096, 14336, 128256, 8.03e9, 131072),
+    # meta-llama/Llama-3.1-70B-Instruct config.json (3.3-70B shares the architecture); 70.6 B parameters;
+    # context 131072 (max_position_embeddings).
+    "llama-3.1-70b": ModelSpec("llama-3.1-70b", 80, 64, 8, 128, 8192, 28672, 128256, 70.6e9, 131072),
+    # Qwen/Qwen3-32B config.json (64 layers, 64 q heads, 8 kv heads, head_dim 128); 32.8 B parameters;
+    # context 40960, config.json's max_position_embeddings (the model card says 32,768 native and 131,072
+    # with YaRN rope scaling, which a deployment must switch on: the config.json figure is what vLLM uses).
+    "qwen3-32b": ModelSpec("qwen3-32b", 64, 64, 8, 128, 5120, 25600, 151936, 32.8e9, 40960),
+    # Qwen/Qwen3-8B config.json (36 layers, 32 q heads, 8 kv heads, head_dim 128); 8.2 B parameters;
+    # context 40960 (max_position_embeddings; same card figures as Qwen3-32B).
+    "qwen3-8b": ModelSpec("qwen3-8b", 36, 32, 8, 128, 4096, 12288, 151936, 8.2e9, 40960),
 }
 _MODEL_ALIASES = {
     "llama-3.3-70b": "llama-3.1-70b",

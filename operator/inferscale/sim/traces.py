@@ -10,7 +10,14 @@ Formats (auto-detected from the first line):
   the window's mean. A window with rate 0 is a collection gap, not idle traffic: its rate and token
   means are interpolated linearly between the nearest valid windows (carried at the ends). The token
   means cover only part of the traffic (`token_info_rate_fraction`); they are applied to all of it.
+  An empty or zero token mean in a window with traffic is unknown too, and filled the same way; a
+  negative value, a row shorter than the header or a column named twice is an error.
   Mooncake's `hash_ids` (shared prefixes) are ignored: the simulator models no prefix cache.
+
+Request traces are re-sorted by arrival: real ones have ties and clock jitter. A row more than
+MAX_DISORDER seconds before the latest row above it is an error, not jitter: re-sorted, a row a day early
+would move the origin by a day and leave the replay almost empty. Token counts above MAX_TOKENS and
+traces longer than MAX_SPAN (as read, or once stretched by ``time_scale``) are errors too.
 
 Scaling, applied in this order: ``time_scale`` X divides every timestamp by X (request traces get
 X times the rate; a ServeGen curve keeps its rates on X-times shorter windows); ``rate_scale`` X
@@ -30,6 +37,7 @@ import datetime as dt
 import json
 import math
 import re
+from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,6 +60,14 @@ INPUT_SIGMA = 0.65
 OUTPUT_SIGMA = 0.5
 # Spread (seconds) of the time shift given to extra copies when rate_scale > 1.
 COPY_JITTER = 10.0
+# Far above any model's context window, and small enough that token sums over millions of requests stay
+# exact in int64 and float64.
+MAX_TOKENS = 10**9
+# The longest published LLM traces cover weeks (ServeGen: 14 days); two years of one-minute rate bins is
+# about a million, still quick to build. Beyond it a trace is a unit mix-up or a typo, not a workload.
+MAX_SPAN = 2 * 365 * 86400.0
+# How far (seconds) a request trace's row may go back before the latest row above it.
+MAX_DISORDER = 60.0
 
 _TIMESTAMP = re.compile(r"^(\d{4}-\d{2}-\d{2})[ T](\d{2}):(\d{2}):(\d{2}(?:\.\d+)?)$")
 # Longest excerpt of a line quoted in an error: a Mooncake line read as CSV is thousands of characters.
@@ -255,9 +271,21 @@ def _request_trace(path: Path, kind: str, time_scale: float) -> tuple[RequestArr
         raise TraceError(f"{path}: the trace holds no request")
     t = np.asarray(arrival, np.float64)
     order = np.argsort(t, kind="stable")
-    t = (t[order] - t[order[0]]) / time_scale
+    t = t[order] - t[order[0]]
+    _check_stretch(path, float(t[-1]), time_scale)
+    t /= time_scale
     arrays = RequestArrays(t, np.asarray(inp, np.int64)[order], np.asarray(out, np.int64)[order])
     return arrays, float(t[-1])
+
+
+def _check_stretch(path: Path, span: float, time_scale: float) -> None:
+    # Checked before anything is built on the scaled axis: 1e-9 would ask for billions of rate bins. (The
+    # span as read is bounded by the readers.)
+    if time_scale < 1 and span / time_scale > MAX_SPAN:
+        raise TraceError(
+            f"{path}: --time-scale {time_scale:g} stretches the trace's {_length(span)} to "
+            f"{_length(span / time_scale)}; a replay may cover at most {_length(MAX_SPAN)}"
+        )
 
 
 def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: int) -> RequestArrays:
@@ -279,6 +307,7 @@ def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: i
 
 def _read_azure(path: Path) -> tuple[list[float], list[int], list[int]]:
     arrival: list[float] = []
+    lines: array[int] = array("q")  # of each row, for errors found once the column is read
     inp: list[int] = []
     out: list[int] = []
     # Seconds from the first day seen: absolute epoch seconds would cost float precision.
@@ -312,13 +341,16 @@ def _read_azure(path: Path) -> tuple[list[float], list[int], list[int]]:
             if hh > 23 or mm > 59 or ss >= 61:
                 raise TraceError(f"{path}:{line}: TIMESTAMP {row[0]!r} has an impossible time of day")
             arrival.append(epoch_days[day] + hh * 3600 + mm * 60 + ss)
+            lines.append(line)
             inp.append(_tokens(path, line, "ContextTokens", row[1], minimum=0))
             out.append(_tokens(path, line, "GeneratedTokens", row[2], minimum=1))
+    _check_order(path, arrival, lines)
     return arrival, inp, out
 
 
 def _read_mooncake(path: Path) -> tuple[list[float], list[int], list[int]]:
     arrival: list[float] = []
+    lines: array[int] = array("q")
     inp: list[int] = []
     out: list[int] = []
     with _open(path) as f:
@@ -329,6 +361,8 @@ def _read_mooncake(path: Path) -> tuple[list[float], list[int], list[int]]:
                 obj = json.loads(text)
             except json.JSONDecodeError as e:
                 raise TraceError(f"{path}:{line}: not valid JSON: {e.msg} at column {e.colno}") from None
+            except ValueError:  # json refuses integers of thousands of digits
+                raise TraceError(f"{path}:{line}: a number has too many digits") from None
             if not isinstance(obj, dict):
                 raise TraceError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
             for key in ("timestamp", "input_length", "output_length"):
@@ -338,19 +372,63 @@ def _read_mooncake(path: Path) -> tuple[list[float], list[int], list[int]]:
             if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
                 raise TraceError(f"{path}:{line}: timestamp must be a number of ms >= 0, got {ts!r}")
             arrival.append(ts / 1000.0)
+            lines.append(line)
             inp.append(_tokens(path, line, "input_length", obj["input_length"], minimum=0))
             out.append(_tokens(path, line, "output_length", obj["output_length"], minimum=1))
+    _check_order(path, arrival, lines)
     return arrival, inp, out
+
+
+def _check_order(path: Path, times: list[float], lines: array[int]) -> None:
+    """Each row at most MAX_DISORDER before the latest above it, and within MAX_SPAN of the first. On
+    the whole column at the end: a check per row would slow the reading of traces of millions."""
+    if not times:
+        return
+    t = np.asarray(times, np.float64)
+    latest = np.maximum.accumulate(t)
+    back = np.flatnonzero(latest - t > MAX_DISORDER)
+    # Rows before the first one too far back are within MAX_DISORDER of the first row or after it.
+    far = np.flatnonzero(t - t[0] > MAX_SPAN)
+    if far.size and (not back.size or far[0] < back[0]):
+        i = int(far[0])
+        raise TraceError(
+            f"{path}:{lines[i]}: arrives {_length(t[i] - t[0])} after the first request (line {lines[0]}): "
+            f"{_row(path, lines[i])}; a trace may cover at most {_length(MAX_SPAN)}"
+        )
+    if back.size:
+        i = int(back[0])
+        j = int(np.argmax(t[: i + 1] == latest[i]))
+        raise TraceError(
+            f"{path}:{lines[i]}: arrives {_length(latest[i] - t[i])} before line {lines[j]}, above it: "
+            f"{_row(path, lines[i])} after {_row(path, lines[j])}; rows must be in time order "
+            f"(up to {MAX_DISORDER:g} s of disorder is re-sorted)"
+        )
+
+
+def _row(path: Path, line: int) -> str:
+    """Line `line` of the file, quoted; read again only for an error message."""
+    with _open(path) as f:
+        for n, text in enumerate(f, start=1):
+            if n == line:
+                return _quote(text.strip())
+    return "''"
 
 
 def _tokens(path: Path, line: int, field: str, raw: object, minimum: int) -> int:
     value: int | None = None
     if isinstance(raw, int) and not isinstance(raw, bool):
         value = raw
-    elif isinstance(raw, str) and raw.strip().lstrip("-").isdigit():
-        value = int(raw.strip())
+    elif isinstance(raw, str):
+        text = raw.strip()
+        if text.isdigit() and text.isascii():  # isdigit alone takes '²', which int() refuses
+            # int() refuses thousands of digits; past 20 the number is too large whatever it is
+            value = int(text) if len(text) <= 20 else MAX_TOKENS + 1
+        elif text[:1] == "-" and text[1:].isdigit():
+            value = -1  # below any minimum, whatever its size
     if value is None or value < minimum:
-        raise TraceError(f"{path}:{line}: {field} must be an integer >= {minimum}, got {raw!r}")
+        raise TraceError(f"{path}:{line}: {field} must be an integer >= {minimum}, got {_shown(raw)}")
+    if value > MAX_TOKENS:
+        raise TraceError(f"{path}:{line}: {field} too large ({_shown(raw)}); at most {MAX_TOKENS:,} tokens")
     return value
 
 
@@ -362,24 +440,34 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
     outs: list[float | None] = []
     with _open(path) as f:
         reader = csv.DictReader(f)
-        missing = [c for c in SERVEGEN_COLUMNS if c not in (reader.fieldnames or [])]
+        header = reader.fieldnames or []
+        twice = sorted({c for c in header if header.count(c) > 1})
+        if twice:
+            raise TraceError(f"{path}:1: column(s) {', '.join(map(repr, twice))} appear more than once in the header")
+        missing = [c for c in SERVEGEN_COLUMNS if c not in header]
         if missing:
             raise TraceError(f"{path}:1: ServeGen header lacks column(s) {', '.join(missing)}")
         for row in reader:
             line = reader.line_num
+            if None in row.values():  # DictReader fills a short row's missing columns with None
+                given = sum(v is not None for k, v in row.items() if k is not None)
+                raise TraceError(f"{path}:{line}: expected {len(header)} columns as in the header, got {given}")
             start = _number(path, line, "window_start_s", row["window_start_s"])
             rate = _number(path, line, "total_rate_rps", row["total_rate_rps"])
             if start is None or rate is None or rate < 0:
                 raise TraceError(f"{path}:{line}: window_start_s and total_rate_rps must be numbers, rate >= 0")
             if starts and start <= starts[-1]:
                 raise TraceError(f"{path}:{line}: window_start_s {start} does not increase")
+            if starts and start - starts[0] > MAX_SPAN:
+                raise TraceError(
+                    f"{path}:{line}: window_start_s {start} is {_length(start - starts[0])} after the first "
+                    f"window's; a trace may cover at most {_length(MAX_SPAN)}"
+                )
             starts.append(start)
             rates.append(rate)
-            mean_in = _number(path, line, "mean_input_tokens", row["mean_input_tokens"])
-            mean_out = _number(path, line, "mean_output_tokens", row["mean_output_tokens"])
             valid = rate > 0
-            ins.append(mean_in if valid and mean_in is not None and mean_in > 0 else None)
-            outs.append(mean_out if valid and mean_out is not None and mean_out > 0 else None)
+            ins.append(_token_mean(path, line, "mean_input_tokens", row["mean_input_tokens"], valid))
+            outs.append(_token_mean(path, line, "mean_output_tokens", row["mean_output_tokens"], valid))
     if not starts:
         raise TraceError(f"{path}: the rate curve holds no window")
     if len(starts) > 1:
@@ -392,6 +480,7 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
         window = float(steps[0])
     else:
         window = 600.0
+    _check_stretch(path, starts[-1] - starts[0] + window, time_scale)
     rate_filled = _fill_gaps(path, "total_rate_rps", [r if r > 0 else None for r in rates])
     in_filled = _fill_gaps(path, "mean_input_tokens", ins)
     out_filled = _fill_gaps(path, "mean_output_tokens", outs)
@@ -412,6 +501,16 @@ def _fill_gaps(path: Path, column: str, values: list[float | None]) -> list[floa
     # np.interp carries the first/last known value beyond the ends.
     filled = np.interp(x, x[known], y[known])
     return [float(v) for v in filled]
+
+
+def _token_mean(path: Path, line: int, column: str, raw: str | None, valid: bool) -> float | None:
+    """A window's mean token count, or None when unknown (a gap, or an empty or zero field)."""
+    mean = _number(path, line, column, raw)
+    if mean is not None and mean < 0:
+        raise TraceError(f"{path}:{line}: {column} must be >= 0 (empty or 0: unknown), got {raw!r}")
+    if mean is not None and mean > MAX_TOKENS:
+        raise TraceError(f"{path}:{line}: {column} too large ({raw!r}); at most {MAX_TOKENS:,} tokens")
+    return mean if valid and mean is not None and mean > 0 else None
 
 
 def _number(path: Path, line: int, column: str, raw: str | None) -> float | None:
@@ -471,6 +570,27 @@ def _open(path: Path) -> Iterator[TextIO]:
 
 def _quote(text: str) -> str:
     return repr(text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…")
+
+
+def _shown(raw: object) -> str:
+    text = repr(raw)
+    return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…"
+
+
+def _length(seconds: float) -> str:
+    """A span as people read one: '45 s', '3.5 hours', '1 day', '31,710 years', '3.17e+289 years'."""
+    # Seconds up to two minutes, so that 60.01 s reads as more than the 60 s of disorder allowed.
+    for unit, size, above in (
+        ("years", 365 * 86400.0, 1.0),
+        ("days", 86400.0, 1.0),
+        ("hours", 3600.0, 1.0),
+        ("minutes", 60.0, 2.0),
+    ):
+        if seconds >= size * above:
+            v = seconds / size
+            text = f"{v:,.0f}" if 100 <= v < 1e6 else f"{v:.3g}"
+            return f"{text} {unit[:-1] if text == '1' else unit}"
+    return f"{seconds:.4g} s"
 
 
 def _first_line(path: Path) -> str:

@@ -31,11 +31,28 @@ def run(*args: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--duration", "soon"], "invalid duration 'soon'"),
+        (["--duration", "soon"], "--duration: invalid duration 'soon'"),
+        (["--duration", "0s"], "--duration must be positive, got '0s'"),
         (["--model", "gpt-9"], "unknown model 'gpt-9'"),
         (["--format", "mooncake"], "azure.csv"),
-        (["--max-num-batched-tokens", "512"], "max_num_batched_tokens (512) must be >= max_num_seqs (1024)"),
-        (["--max-num-seqs", "9000"], "max_num_batched_tokens (8192) must be >= max_num_seqs (9000)"),
+        (["--format", "parquet"], "--format 'parquet' is not known"),
+        (
+            ["--max-num-batched-tokens", "512"],
+            "--max-num-batched-tokens 512 must be >= --max-num-seqs 1024 (vLLM's default on h100-80gb)",
+        ),
+        (
+            ["--max-num-seqs", "9000"],
+            "--max-num-batched-tokens 8192 (vLLM's default on h100-80gb) must be >= --max-num-seqs 9000",
+        ),
+        (["--max-num-seqs", "0"], "--max-num-seqs must be a whole number >= 1, got 0"),
+        (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+        (["--slo-ttft", "0s"], "--slo-ttft must be positive, got '0s'"),
+        (["--slo-itl", "0ms"], "--slo-itl must be positive, got '0ms'"),
+        (["--slo-itl", "fast"], "--slo-itl: invalid duration 'fast'"),
+        (["--rate-scale", "0"], "--rate-scale must be a positive number, got 0.0"),
+        (["--time-scale", "nan"], "--time-scale must be a positive number, got nan"),
+        (["--time-scale", "1e-9"], "--time-scale 1e-09 stretches the trace's 4.315 s to 137 years"),
+        (["--tp", "0"], "--tp must be at least 1, got 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(trace: Path, extra: list[str], message: str) -> None:
@@ -43,7 +60,52 @@ def test_bad_input_is_one_line_and_exit_code_2(trace: Path, extra: list[str], me
     assert code == 2 and message in err and err.startswith("inferscale emulate: ")
 
 
+def test_a_trace_error_names_the_file_and_line(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.csv"
+    huge.write_text(AZURE + "2023-11-16 18:15:51.0,100000000000000000000000,44\n")
+    code, err = run("--trace", str(huge))
+    assert code == 2 and f"{huge}:4: ContextTokens too large" in err and err.count("\n") == 1
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    """Credentials that load: no cluster is asked anything before the replay starts."""
+    p = tmp_path / "kubeconfig"
+    p.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    return p
+
+
+@pytest.fixture
+def replays(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The durations the emulator is asked to replay; it replays nothing."""
+    from inferscale.emulator import Emulator
+
+    asked: list[float] = []
+
+    async def fake_run(self: Emulator, stop: object = None) -> dict[str, object]:
+        asked.append(self.cfg.duration)
+        return {"finished": 0, "requests": len(self.cfg.requests), "slo_attainment": None}
+
+    monkeypatch.setattr(Emulator, "run", fake_run)
+    return asked
+
+
+@pytest.mark.parametrize(("duration", "noted"), [("1m", True), ("4s", False), ("2s", False)])
+def test_a_duration_longer_than_the_trace_is_noted(
+    trace: Path, kubeconfig: Path, replays: list[float], duration: str, noted: bool
+) -> None:
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--duration", duration)
+    assert code == 0, err
+    assert ("note: the trace covers only 4.31s; the replay lasts the 1m of --duration" in err) is noted
+    assert replays == [{"1m": 60.0, "4s": 4.0, "2s": 2.0}[duration]]
+
+
 def test_the_format_ignores_case_like_simulate(trace: Path, tmp_path: Path) -> None:
     # the trace loads, so the next check to fail is the cluster's credentials
-    code, err = run("--trace", str(trace), "--format", "AZURE", "--kubeconfig", str(tmp_path / "missing"))
-    assert code == 2 and "cannot load Kubernetes credentials" in err
+    missing = tmp_path / "missing"
+    code, err = run("--trace", str(trace), "--format", "AZURE", "--kubeconfig", str(missing))
+    assert code == 2 and f"cannot load Kubernetes credentials from --kubeconfig {missing}: " in err

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import kopf
 import pytest
 from typer.testing import CliRunner
 
 from inferscale.cli import app
+
+
+@pytest.fixture
+def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
+    """The calls that would have handed the process to kopf; none is made."""
+    calls: list[dict[str, object]] = []
+    monkeypatch.setattr(kopf, "run", lambda **kw: calls.append(kw))
+    # `run` exports --kubeconfig for kopf's own login: give the variable a value to put back afterwards
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig-of-the-test")
+    return calls
 
 
 @pytest.mark.parametrize(
@@ -15,6 +28,7 @@ from inferscale.cli import app
         (["--prometheus-timeout", "soon"], "--prometheus-timeout:"),
         (["--interval", "-5s"], "--interval"),
         (["--metrics-port", "70000"], "is not a TCP port"),
+        (["-A"], "--all-namespaces and --namespace exclude each other"),
     ],
 )
 def test_a_bad_argument_exits_2_with_its_name(args: list[str], message: str) -> None:
@@ -22,3 +36,43 @@ def test_a_bad_argument_exits_2_with_its_name(args: list[str], message: str) -> 
     assert result.exit_code == 2, result.output
     assert message in result.output
     assert "Traceback" not in result.output
+
+
+def test_no_namespace_at_all_asks_for_one() -> None:
+    result = CliRunner().invoke(app, ["run"])
+    assert result.exit_code == 2
+    assert "give --all-namespaces or at least one --namespace" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "Invalid kube-config file. No configuration found."),
+        ("clusters: [unclosed\n", "while parsing a flow sequence"),  # YAML's error is several lines
+    ],
+)
+def test_credentials_that_do_not_load_exit_2_before_kopf_starts(
+    tmp_path: Path, kopf_runs: list[dict[str, object]], text: str | None, message: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    if text is not None:
+        kubeconfig.write_text(text)
+    result = CliRunner().invoke(app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(
+        f"inferscale run: cannot load Kubernetes credentials from --kubeconfig {kubeconfig}: "
+    )
+    assert message in result.stderr and result.stderr.count("\n") == 1
+    assert kopf_runs == []
+
+
+def test_credentials_that_load_hand_over_to_kopf(tmp_path: Path, kopf_runs: list[dict[str, object]]) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        "clusters: [{name: c, cluster: {server: 'https://127.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    result = CliRunner().invoke(app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig)])
+    assert result.exit_code == 0, result.output
+    assert len(kopf_runs) == 1 and kopf_runs[0]["namespaces"] == ["llm"]

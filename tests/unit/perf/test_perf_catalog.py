@@ -42,3 +42,11 @@ def test_weight_bytes_follow_parameters_and_dtype() -> None:
 )
 def test_vllm_batch_defaults_follow_gpu_class(gpu: str, seqs: int, tokens: int) -> None:
     assert vllm_batch_defaults(gpu_spec(gpu)) == (seqs, tokens)
+
+
+@pytest.mark.parametrize(
+    ("name", "context"),
+    [("llama-3.1-8b", 131072), ("llama-3.1-70b", 131072), ("qwen3-32b", 40960), ("qwen3-8b", 40960)],
+)
+def test_context_windows_are_config_json_max_position_embeddings(name: str, context: int) -> None:
+    assert model_spec(name).context_tokens == context

@@ -91,9 +91,28 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
         ([*BASE, "--gpu-memory-utilization", "nan"], "--gpu-memory-utilization must be in (0, 1], got nan"),
         ([*BASE, "--dtype", "int4"], "known: bf16, fp16, fp8"),
         (
-            [*BASE, "--rps", "1", "--input-tokens", "500000", "--output-tokens", "100"],
-            "a request of 500,000 + 100 tokens does not fit in one replica's KV cache (444,304 tokens",
+            [
+                *BASE,
+                "--rps",
+                "1",
+                "--input-tokens",
+                "100000",
+                "--output-tokens",
+                "100",
+                "--gpu-memory-utilization",
+                "0.25",
+            ],
+            "a request of 100,000 + 100 tokens does not fit in one replica's KV cache (20,192 tokens",
         ),
+        (
+            [*BASE, "--rps", "1", "--input-tokens", "200000", "--output-tokens", "10"],
+            "a request of 200,000 + 10 tokens is longer than llama-3.1-8b's context window (131,072 tokens)",
+        ),
+        (
+            ["plan", "--model", "qwen3-32b", "--gpu", "h100", "--input-tokens", "40000", "--output-tokens", "961"],
+            "longer than qwen3-32b's context window (40,960 tokens)",
+        ),
+        ([*BASE, "--max-num-seqs", "0"], "--max-num-seqs must be a whole number >= 1, got 0"),
     ],
 )
 def test_bad_input_is_a_message_and_exit_code_2(args: list[str], message: str) -> None:
@@ -136,5 +155,13 @@ def test_the_engines_seats_and_budget_reach_the_plan() -> None:
 def test_batch_limits_vllm_refuses_exit_2_with_the_reason() -> None:
     result = runner.invoke(app, [*BASE, "--max-num-batched-tokens", "512"])
     assert result.exit_code == 2
-    assert "max_num_batched_tokens (512) must be >= max_num_seqs (1024)" in result.output
+    assert "--max-num-batched-tokens 512 must be >= --max-num-seqs 1024 (vLLM's default on h100-80gb)" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("model", "context"), [("llama-3.1-8b", 131072), ("qwen3-32b", 40960)])
+def test_a_request_as_long_as_the_context_window_is_planned(model: str, context: int) -> None:
+    plan = _json(
+        ["plan", "--model", model, "--gpu", "h200", "--input-tokens", str(context - 100), "--output-tokens", "100"]
+    )
+    assert plan["input_tokens"] + plan["output_tokens"] == context

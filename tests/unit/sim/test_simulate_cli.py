@@ -60,7 +60,9 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--policy", "magic"], "unknown policy magic"),
+        (["--policy", "magic"], "unknown policy 'magic'; known: "),
+        (["--policy", "hpa", "--policy", "hpa"], "unknown policy 'hpa'; known: "),  # named once
+        (["--policy", "", "--policy", "x"], "unknown policies '', 'x'; known: "),
         (["--model", "gpt-17"], "gpt-17"),
         (["--gpu", "tpu-v9"], "tpu-v9"),
         (["--duration", "soon"], "--duration"),
@@ -72,8 +74,13 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--mode", "fast"], "--mode"),
         (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
         (["--workers", "-3"], "--workers must be >= 0"),
-        (["--max-num-batched-tokens", "512"], "max_num_batched_tokens (512) must be >= max_num_seqs (1024)"),
-        (["--max-num-seqs", "0"], "max_num_seqs must be a whole number >= 1"),
+        (
+            ["--max-num-batched-tokens", "512"],
+            "--max-num-batched-tokens 512 must be >= --max-num-seqs 1024 (vLLM's default on h100-80gb)",
+        ),
+        (["--max-num-seqs", "0"], "--max-num-seqs must be a whole number >= 1, got 0"),
+        (["--max-num-batched-tokens", "-2"], "--max-num-batched-tokens must be a whole number >= 1, got -2"),
+        (["--time-scale", "1e-6"], "--time-scale 1e-06 stretches the trace's 9.99 minutes to 19 years"),
         (["--policy", "keda-queue", "--policy", "oracle", "--policy", "keda-queue"], "--policy keda-queue is given"),
     ],
 )
@@ -123,6 +130,7 @@ def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
         ("--plot", "missing/r.png", "folder {tmp}/missing does not exist"),
         ("--plot", "/proc/r.png", "cannot write there"),
         ("--plot", "r.txt", "cannot write a .txt image"),
+        ("--plot", "timeline", "give the image's suffix, e.g. timeline.png"),  # matplotlib would add it
     ],
 )
 @pytest.mark.usefixtures("no_replay")
@@ -142,6 +150,33 @@ def test_checking_an_output_path_leaves_no_file_behind(azure_trace: Path, tmp_pa
     code, _, stderr = invoke("--trace", str(azure_trace), "--json", str(out), "--plot", str(tmp_path / "r.txt"))
     assert code == 2 and "cannot write a .txt image" in stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("json_name", ["r.png", "./r.png"])
+@pytest.mark.usefixtures("no_replay")
+def test_json_and_plot_cannot_be_the_same_file(azure_trace: Path, tmp_path: Path, json_name: str) -> None:
+    png = tmp_path / "r.png"
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--json", str(tmp_path / json_name), "--plot", str(png)
+    )  # fmt: skip
+    assert code == 2 and f"error: --json and --plot are the same file {png}" in stderr
+    assert not png.exists()
+
+
+@pytest.mark.parametrize(("duration", "noted"), [("20m", True), ("10m", False), ("5m", False)])
+def test_a_duration_longer_than_the_trace_is_noted(azure_trace: Path, duration: str, noted: bool) -> None:
+    code, stdout, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--duration", duration)
+    assert code == 0 and "static-peak" in stdout
+    note = "note: the trace covers only 10m; the replay stops there, not at the 20m of --duration"
+    assert (note in stderr) is noted
+
+
+def test_the_note_on_a_short_trace_gives_its_length_on_the_compressed_axis(azure_trace: Path) -> None:
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--policy", "static-peak", "--time-scale", "2", "--duration", "10m"
+    )  # fmt: skip
+    assert code == 0
+    assert "note: the trace covers only 5m at --time-scale 2; the replay stops there, not at the 10m" in stderr
 
 
 @pytest.mark.parametrize("broken", ["--json", "--plot"])

@@ -30,6 +30,8 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
     return p
 
 
+AZ = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+MC = '{{"timestamp": {}, "input_length": {}, "output_length": 5}}\n'
 SERVEGEN_HEADER = (
     "window_start_s,total_rate_rps,active_clients,mean_input_tokens,mean_output_tokens,token_info_rate_fraction\n"
 )
@@ -232,6 +234,38 @@ def test_rate_curve_of_a_trace_marks_empty_windows_unknown(tmp_path: Path) -> No
         ("p.txt", "hello world\n", "cannot tell the trace format"),
         ("q.txt", "\n\n", "the file is empty"),
         ("r.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n", "holds no request"),
+        # numbers past what the replay can hold
+        ("s.csv", AZ + "2023-11-16 18:15:46.68,100000000000000000000000,5\n", ":2: ContextTokens too large"),
+        ("t.csv", AZ + f"2023-11-16 18:15:46.68,{'7' * 5000},5\n", ":2: ContextTokens too large"),
+        ("u.csv", AZ + "2023-11-16 18:15:46.68,1000000001,5\n", ":2: ContextTokens too large ('1000000001')"),
+        ("v.csv", AZ + "2023-11-16 18:15:46.68,²,5\n", ":2: ContextTokens must be an integer >= 0, got '²'"),
+        ("w.csv", AZ + "2023-11-16 18:15:46.68,--5,5\n", ":2: ContextTokens must be an integer >= 0"),
+        ("x.jsonl", MC.format(0, 1) + MC.format(1000, 10**23), ":2: input_length too large"),
+        ("y.jsonl", '{"timestamp": 0, "input_length": 1' + "0" * 5000 + "}\n", ":1: a number has too many digits"),
+        # times past what the replay can cover, and rows far out of order
+        ("z1.jsonl", MC.format(0, 1) + MC.format("1e15", 1), ":2: arrives 31,710 years after the first request"),
+        ("z2.jsonl", MC.format(0, 1) + MC.format("1e300", 1), ":2: arrives 3.17e+289 years after"),
+        (
+            "z3.csv",
+            AZ + "2023-11-16 18:15:46.68,1,5\n2023-11-16 18:15:47,1,5\n9999-12-31 00:00:00,1,5\n",
+            ":4: arrives",
+        ),
+        (
+            "z4.csv",
+            AZ + "2023-11-16 18:15:46.68,1,5\n2023-11-16 18:16:47,1,5\n2023-11-15 18:16:47,2,5\n",
+            ":4: arrives 1 day before line 3, above it: '2023-11-15 18:16:47,2,5' after '2023-11-16 18:16:47,1,5'",
+        ),
+        ("z5.jsonl", MC.format(0, 1) + MC.format(70_000, 1) + MC.format(9_000, 1), ":3: arrives 61 s before line 2"),
+        ("z6.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n1e15,1,1,10,10,1\n", ":3: window_start_s 1000000000000000.0 is"),
+        # ServeGen values that are not gaps
+        ("sg1.csv", SERVEGEN_HEADER + "0,1,1,1e300,10,1\n", ":2: mean_input_tokens too large ('1e300')"),
+        ("sg2.csv", SERVEGEN_HEADER + "0,1,1,100,10,1\n600,1,1,-100,10,1\n", ":3: mean_input_tokens must be >= 0"),
+        ("sg3.csv", SERVEGEN_HEADER + "0,1,1,100,10,1\n600,1\n", ":3: expected 6 columns as in the header, got 2"),
+        (
+            "sg4.csv",
+            "window_start_s,total_rate_rps,mean_input_tokens,mean_output_tokens,window_start_s\n0,1,100,10,5\n",
+            ":1: column(s) 'window_start_s' appear more than once in the header",
+        ),
     ],
 )
 def test_malformed_files_name_file_line_and_problem(tmp_path: Path, name: str, text: str, fragment: str) -> None:
@@ -291,3 +325,44 @@ def test_bad_arguments(tmp_path: Path) -> None:
         load_trace(path, duration=-1)
     with pytest.raises(TraceError, match="unknown trace format 'parquet'"):
         load_trace(path, fmt="parquet")
+
+
+def test_token_counts_up_to_the_bound_load(tmp_path: Path) -> None:
+    trace = load_trace(write(tmp_path, "t.csv", AZ + "2023-11-16 18:15:46.68,1000000000,1000000000\n"))
+    assert trace.requests[0].input_tokens == trace.requests[0].output_tokens == 10**9
+
+
+def test_small_disorder_is_re_sorted(tmp_path: Path) -> None:
+    # ties and jitter, up to a minute back from the latest row above
+    lines = MC.format(10_000, 1) + MC.format(5_000, 2) + MC.format(70_000, 3) + MC.format(10_000, 4)
+    lines += MC.format(10_000, 5)
+    trace = load_trace(write(tmp_path, "t.jsonl", lines))
+    assert [r.input_tokens for r in trace.requests] == [2, 1, 4, 5, 3]
+    assert [r.arrival for r in trace.requests] == [0.0, 5.0, 5.0, 5.0, 65.0]
+
+
+def test_a_time_scale_stretching_the_trace_past_two_years_is_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "t.jsonl", MC.format(0, 1) + MC.format(50_000, 1))
+    with pytest.raises(TraceError, match="--time-scale 1e-09 stretches the trace's 50 s to 1,585 years") as err:
+        load_rate_curve(path, time_scale=1e-9)  # 26 billion one-minute bins, were it built
+    assert str(path) in str(err.value)
+    assert load_request_arrays(path, time_scale=1e-6)[1] == pytest.approx(50e6)  # 1.6 years: accepted
+    servegen = write(tmp_path, "sg.csv", SERVEGEN_HEADER + "0,1,1,10,5,1\n600,1,1,10,5,1\n")
+    with pytest.raises(TraceError) as err:
+        load_request_arrays(servegen, time_scale=1e-6)
+    assert "--time-scale 1e-06 stretches the trace's 20 minutes to 38.1 years" in str(err.value)
+
+
+@needs_traces
+def test_the_real_traces_may_be_stretched_within_two_years() -> None:
+    assert load_trace(MOONCAKE, time_scale=1e-3).duration == pytest.approx(1022.025e3)
+    with pytest.raises(TraceError) as err:
+        load_rate_curve(SERVEGEN, time_scale=0.01)
+    assert "--time-scale 0.01 stretches the trace's 14 days to 3.84 years" in str(err.value)
+
+
+def test_servegen_empty_or_zero_token_means_in_a_busy_window_are_unknown(tmp_path: Path) -> None:
+    rows = ["0,10,5,100,20,0.5", "600,10,5,,,0", "1200,10,5,0,0,0", "1800,10,5,400,50,0.5"]
+    curve = load_rate_curve(write(tmp_path, "sg.csv", SERVEGEN_HEADER + "\n".join(rows) + "\n"))
+    assert [p.mean_input for p in curve] == pytest.approx([100, 200, 300, 400])
+    assert [p.rate for p in curve] == pytest.approx([10, 10, 10, 10])

@@ -1,0 +1,76 @@
+"""Checks of command-line values shared by the subcommands. Each message names the flag, not the
+parameter of the library function the value goes to."""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import TYPE_CHECKING
+
+from inferscale.perf import PerfError, gpu_spec
+from inferscale.perf.catalog import vllm_batch_defaults
+from inferscale.scaling.durations import parse_duration
+
+if TYPE_CHECKING:
+    from inferscale.adapters.kube import Credentials
+
+
+class InputError(ValueError):
+    """A command-line value is unusable; the message names its flag."""
+
+
+def positive_duration(flag: str, text: str) -> float:
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise InputError(f"{flag}: {e}") from None
+    if seconds <= 0:
+        raise InputError(f"{flag} must be positive, got {text!r}")
+    return seconds
+
+
+def positive_number(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and value > 0):
+        raise InputError(f"{flag} must be a positive number, got {value}")
+
+
+def seed(value: int) -> None:
+    if value < 0:
+        raise InputError(f"--seed must be an integer >= 0, got {value}")
+
+
+def batch_limits(gpu: str, max_num_seqs: int | None, max_num_batched_tokens: int | None) -> None:
+    """vLLM's batch flags, checked here so that the message names them; the perf model checks the same."""
+    for flag, value in (("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens)):
+        if value is not None and value < 1:
+            raise InputError(f"{flag} must be a whole number >= 1, got {value}")
+    try:
+        spec = gpu_spec(gpu)
+    except PerfError:
+        return  # an unknown GPU: the perf model's message lists the known ones
+    default_seqs, default_tokens = vllm_batch_defaults(spec)
+    seqs = default_seqs if max_num_seqs is None else max_num_seqs
+    tokens = default_tokens if max_num_batched_tokens is None else max_num_batched_tokens
+    if tokens < seqs:
+        # vLLM refuses this too: a step could not carry one token for every running sequence
+        default = f" (vLLM's default on {spec.name})"
+        tokens_text = f"--max-num-batched-tokens {tokens}{'' if max_num_batched_tokens is not None else default}"
+        seqs_text = f"--max-num-seqs {seqs}{'' if max_num_seqs is not None else default}"
+        raise InputError(f"{tokens_text} must be >= {seqs_text}")
+
+
+def credentials(kubeconfig: str | None) -> Credentials:
+    """The cluster's credentials as the commands load them, or an InputError of one line naming where
+    they were looked for."""
+    from inferscale.adapters.kube import SA_TOKEN, Credentials  # the kubernetes package is slow to import
+
+    try:
+        return Credentials.load(kubeconfig)
+    except Exception as e:  # the kubernetes package raises several unrelated types for a bad kubeconfig
+        if kubeconfig is not None:
+            where = f"--kubeconfig {kubeconfig}"
+        elif os.environ.get("KUBECONFIG"):
+            where = f"KUBECONFIG {os.environ['KUBECONFIG']}"
+        else:
+            where = f"~/.kube/config (no --kubeconfig, KUBECONFIG or in-cluster {SA_TOKEN})"
+        raise InputError(f"cannot load Kubernetes credentials from {where}: {' '.join(str(e).split())}") from None
