@@ -66,6 +66,11 @@ MAX_TOKENS = 10**9
 # The longest published LLM traces cover weeks (ServeGen: 14 days); two years of one-minute rate bins is
 # about a million, still quick to build. Beyond it a trace is a unit mix-up or a typo, not a workload.
 MAX_SPAN = 2 * 365 * 86400.0
+# Requests/s in one ServeGen window as read: a thousand times the busiest published curve, and far from where
+# numpy's Poisson draw of a window's count gives up.
+MAX_RATE = 1e7
+# Requests of a request trace once replicated by rate_scale: about 5 GB of columns.
+MAX_REQUESTS = 200_000_000
 # How far (seconds) a request trace's row may go back before the latest row above it.
 MAX_DISORDER = 60.0
 
@@ -243,7 +248,7 @@ def _chunks(
         span = len(curve) * win if duration is None else min(duration, len(curve) * win)
         return _servegen_requests(curve, win, span, seed), span
     arrays, span = _request_trace(path, kind, time_scale)
-    arrays = _rescale_rate(arrays, span, rate_scale, seed)
+    arrays = _rescale_rate(arrays, span, rate_scale, seed, path)
     if duration is not None:
         keep = arrays.arrival < duration
         arrays = RequestArrays(arrays.arrival[keep], arrays.input_tokens[keep], arrays.output_tokens[keep])
@@ -288,11 +293,18 @@ def _check_stretch(path: Path, span: float, time_scale: float) -> None:
         )
 
 
-def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: int) -> RequestArrays:
+def _rescale_rate(
+    arrays: RequestArrays, span: float, rate_scale: float, seed: int, path: Path | None = None
+) -> RequestArrays:
     if rate_scale == 1.0:
         return arrays
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A7E]))
     n = len(arrays)
+    if n * rate_scale > MAX_REQUESTS:
+        raise TraceError(
+            f"{path or 'the trace'}: --rate-scale {rate_scale:g} makes its {n:,} requests {n * rate_scale:,.0f}; "
+            f"a request trace held in memory may grow to {MAX_REQUESTS:,}"
+        )
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A7E]))
     copies = math.floor(rate_scale) + (rng.random(n) < rate_scale - math.floor(rate_scale))
     src = np.repeat(np.arange(n), copies)
     # The first copy of a request keeps its time; later copies are shifted, reflected at the ends.
@@ -456,6 +468,8 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
             rate = _number(path, line, "total_rate_rps", row["total_rate_rps"])
             if start is None or rate is None or rate < 0:
                 raise TraceError(f"{path}:{line}: window_start_s and total_rate_rps must be numbers, rate >= 0")
+            if rate > MAX_RATE:
+                raise TraceError(f"{path}:{line}: total_rate_rps too large ({rate:g}); at most {MAX_RATE:g} requests/s")
             if starts and start <= starts[-1]:
                 raise TraceError(f"{path}:{line}: window_start_s {start} does not increase")
             if starts and start - starts[0] > MAX_SPAN:
@@ -484,6 +498,11 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
     rate_filled = _fill_gaps(path, "total_rate_rps", [r if r > 0 else None for r in rates])
     in_filled = _fill_gaps(path, "mean_input_tokens", ins)
     out_filled = _fill_gaps(path, "mean_output_tokens", outs)
+    peak = max(rate_filled) * rate_scale
+    if peak > MAX_RATE:
+        raise TraceError(
+            f"{path}: --rate-scale {rate_scale:g} takes the busiest window to {peak:g} requests/s; at most {MAX_RATE:g}"
+        )
     win = window / time_scale
     curve = [
         RatePoint((s - starts[0]) / time_scale, r * rate_scale, i, o)

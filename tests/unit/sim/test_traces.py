@@ -259,6 +259,7 @@ def test_rate_curve_of_a_trace_marks_empty_windows_unknown(tmp_path: Path) -> No
         ("z6.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n1e15,1,1,10,10,1\n", ":3: window_start_s 1000000000000000.0 is"),
         # ServeGen values that are not gaps
         ("sg1.csv", SERVEGEN_HEADER + "0,1,1,1e300,10,1\n", ":2: mean_input_tokens too large ('1e300')"),
+        ("sg5.csv", SERVEGEN_HEADER + "0,1e300,1,100,10,1\n", ":2: total_rate_rps too large (1e+300)"),
         ("sg2.csv", SERVEGEN_HEADER + "0,1,1,100,10,1\n600,1,1,-100,10,1\n", ":3: mean_input_tokens must be >= 0"),
         ("sg3.csv", SERVEGEN_HEADER + "0,1,1,100,10,1\n600,1\n", ":3: expected 6 columns as in the header, got 2"),
         (
@@ -366,3 +367,12 @@ def test_servegen_empty_or_zero_token_means_in_a_busy_window_are_unknown(tmp_pat
     curve = load_rate_curve(write(tmp_path, "sg.csv", SERVEGEN_HEADER + "\n".join(rows) + "\n"))
     assert [p.mean_input for p in curve] == pytest.approx([100, 200, 300, 400])
     assert [p.rate for p in curve] == pytest.approx([10, 10, 10, 10])
+
+
+def test_a_rate_scale_beyond_what_can_be_generated_is_refused_before_anything_is_built(tmp_path: Path) -> None:
+    servegen = write(tmp_path, "sg.csv", SERVEGEN_HEADER + "0,1000,1,100,10,1\n600,2000,1,100,10,1\n")
+    with pytest.raises(TraceError, match=r"--rate-scale 1e\+06 takes the busiest window to 2e\+09 requests/s"):
+        load_trace(servegen, rate_scale=1e6)
+    azure = write(tmp_path, "az.csv", AZ + "2023-11-16 18:15:46.68,1,5\n2023-11-16 18:15:47,1,5\n")
+    with pytest.raises(TraceError, match=r"--rate-scale 1e\+09 makes its 2 requests 2,000,000,000"):
+        load_trace(azure, rate_scale=1e9)
