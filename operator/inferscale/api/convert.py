@@ -15,7 +15,7 @@ from inferscale.perf import (
     replica_capacity_rps,
     replica_profile,
 )
-from inferscale.scaling.durations import parse_duration
+from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.scaling.types import Observation, Policy, ScaleRule, Schedule
 
 # Unset maxIncrease: HPA's default scale-up policy, double or add 4 pods, whichever is more.
@@ -139,6 +139,25 @@ def observed_lengths(obs: Observation) -> tuple[float, float] | None:
     # Every finished request has a prompt token and a generated one; a ratio below 1 is rate() jitter or
     # aborted requests, and the perf model refuses a length below 1.
     return max(float(f"{prompt / rate:.2g}"), 1.0), max(float(f"{gen / rate:.2g}"), 1.0)
+
+
+def noting_a_missing_prior(policy: Policy, model: ModelRef) -> Policy:
+    """The policy with a note on why the capacity prior is missing when the spec named a profile: the
+    perf model finds no load at which one replica meets the SLO. Without it the capacity signal would
+    vanish from the decision unexplained."""
+    if model.profile is None or policy.capacity_prior_rps is not None:
+        return policy
+    slo = " and ".join(
+        f"{name} {format_duration(value)}"
+        for name, value in (("TTFT P95", policy.slo_ttft_p95), ("mean ITL", policy.slo_itl_mean))
+        if value is not None
+    )
+    note = (
+        f"capacity: no prior, as one {model.profile} replica on {model.gpu} (TP {model.tensor_parallel}) cannot "
+        f"meet {slo} at any load per the perf model; the capacity signal waits for a capacity learned while the "
+        "SLO holds"
+    )
+    return replace(policy, capacity_note=note)
 
 
 def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Policy:

@@ -28,6 +28,7 @@ from inferscale.adapters.workload import (
 )
 from inferscale.api.convert import (
     capacity_prior,
+    noting_a_missing_prior,
     observed_lengths,
     prefill_check,
     with_engine_limits,
@@ -387,7 +388,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
-    policy = with_observed_prior(policy, model, obs)
+    policy = noting_a_missing_prior(with_observed_prior(policy, model, obs), model)
     prefill = held(
         status.get("conditions"),
         prefill_condition(

@@ -149,6 +149,8 @@ def _signals(
     demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
+    elif per_replica is None and policy.capacity_note:
+        remarks.append(policy.capacity_note)
     return recs, remarks
 
 

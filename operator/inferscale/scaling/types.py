@@ -114,6 +114,8 @@ class Policy:
     schedules: tuple[Schedule, ...] = ()
     # Requests/s one replica sustains at the SLO, from the perf model; learned online replaces it.
     capacity_prior_rps: float | None = None
+    # Why a prior the spec asked for (a model profile) is absent, said in the decision while nothing is learned.
+    capacity_note: str | None = None
 
 
 @dataclass(frozen=True)

@@ -541,3 +541,16 @@ async def test_the_engines_own_args_tell_the_operator_its_token_budget() -> None
     args = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {"spec": {"containers": [engine]}}}}
     await reconcile(runtime(kube), long_prompt_tick(deployments={("ns", "llm"): args}), svc(LONG_SPEC))
     assert state(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 0
+
+
+async def test_a_profile_that_cannot_meet_the_slo_says_why_the_capacity_signal_is_missing() -> None:
+    kube = FakeKube()
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {"ttftP95": "1ms"}}
+    decision = await reconcile(runtime(kube), saturated_tick(2, NOW), svc(spec))
+    assert decision is not None
+    message = kube.statuses()[-1]["decision"]["message"]
+    assert "capacity: no prior" in message and "TTFT P95 1ms" in message and "llama-3.1-8b" in message
+    kube = FakeKube()
+    reachable = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}}
+    await reconcile(runtime(kube), saturated_tick(2, NOW), svc(reachable))
+    assert "no prior" not in kube.statuses()[-1]["decision"]["message"]
