@@ -47,7 +47,13 @@ DURATION = Rule(
     f"self.matches({_cel_string(DURATION_PATTERN)}) && duration(self) >= duration('0s')",
     "must be a duration: a number with a unit ms, s, m or h, such as 500ms, 30s, 5m or 1h30m",
 )
-TOO_LONG = "must be a duration of at most 2562047h (Kubernetes durations are int64 nanoseconds)"
+TOO_LONG = "must be a duration shorter than about 2562047h (Kubernetes durations are int64 nanoseconds)"
+
+
+class DurationTooLong(ValueError):
+    """Kept apart from the other duration errors: its message is not the positive-duration one."""
+
+
 # The left side guards the right: a string that is not a duration never reaches duration(), whose parse
 # error would otherwise replace this message. Go's duration syntax accepts everything the pattern does.
 POSITIVE_DURATION = Rule(
@@ -99,16 +105,16 @@ def check_duration(value: str) -> str:
     if not isinstance(value, str) or len(value) > DURATION_MAX_LENGTH or not re.fullmatch(DURATION_PATTERN, value):
         raise ValueError(f"{value!r} {DURATION.message}")
     if parse_duration(value) > MAX_DURATION_SECONDS:
-        raise ValueError(f"{value!r} {TOO_LONG}")
+        raise DurationTooLong(f"{value!r} {TOO_LONG}")
     return value
 
 
 def check_positive_duration(value: str) -> str:
     try:
         check_duration(value)
-    except ValueError as e:
-        if TOO_LONG in str(e):
-            raise
+    except DurationTooLong:
+        raise
+    except ValueError:
         raise ValueError(f"{value!r} {POSITIVE_DURATION.message}") from None
     # Go keeps whole nanoseconds: "0.0000001ms" is 0 to the API server, so not positive there either
     if parse_duration(value) < NANOSECOND:

@@ -10,8 +10,6 @@ from typing import Annotated
 
 import typer
 
-from inferscale.scaling.durations import parse_duration
-
 M_ARENA_MAX = -8  # glibc mallopt parameter
 
 
@@ -30,15 +28,13 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
 
 def _positive_duration(flag: str, text: str) -> float:
     """`text` as seconds, or exit 2 with one line naming `flag`."""
+    from inferscale.commands.checks import InputError, positive_duration
+
     try:
-        seconds = parse_duration(text)
-    except ValueError as e:
-        typer.echo(f"inferscale run: {flag}: {e}", err=True)
+        return positive_duration(flag, text)
+    except InputError as e:
+        typer.echo(f"inferscale run: {e}", err=True)
         raise typer.Exit(2) from None
-    if seconds <= 0:
-        typer.echo(f"inferscale run: {flag} must be positive", err=True)
-        raise typer.Exit(2)
-    return seconds
 
 
 def _check_credentials(kubeconfig: str | None) -> None:

@@ -157,12 +157,9 @@ class Tick:
         )
 
 
-def wants_tpot(services: list[Obj]) -> bool:
-    for svc in services:
-        slo = (svc.get("spec") or {}).get("slo")
-        if isinstance(slo, dict) and slo.get("tpotP95"):
-            return True
-    return False
+def wants_tpot(tick: Tick) -> bool:
+    """Whether a valid service sets slo.tpotP95: only then does the TTFT query carry the TPOT histogram."""
+    return any(not isinstance(p := tick.parsed(svc), InvalidSpec) and p[1].slo_tpot_p95 for svc in tick.services)
 
 
 class Collector:
@@ -313,7 +310,7 @@ class Collector:
             self.log.warning("listing the cluster failed: %s", e)
         finally:
             await default
-        wanted = wants_tpot(tick.services) if tick.kube_error is None else self.tpot
+        wanted = wants_tpot(tick) if tick.kube_error is None else self.tpot
         if wanted and not self.tpot:
             tick.fleet.pop((), None)  # the first tick a service asks for it: read again with the TPOT histogram
         self.tpot = wanted

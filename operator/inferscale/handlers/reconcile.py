@@ -72,6 +72,8 @@ class Runtime:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
+    # service uid -> the managed template hash whose update the API server refused, announced once
+    refused_templates: dict[str, str] = field(default_factory=dict)
     refresher: Refresher | None = None  # None: figure refreshes are written in the tick
 
 
@@ -217,14 +219,15 @@ def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     return any(r.get("uid") == uid and r.get("controller") for r in refs)
 
 
-def _competing_services(tick: Tick, body: Mapping[str, Any], target: str) -> list[str]:
-    """Older InferenceServices on the same target win; this one stands down."""
+def _competing_services(tick: Tick, body: Mapping[str, Any], target: str, every: bool = False) -> list[str]:
+    """Older Active InferenceServices on the same target win; this one stands down. `every`: all the other
+    Active ones, older or newer (an Advisory service names whoever scales its target)."""
     meta = body.get("metadata") or {}
     mine = (parse_time(meta.get("creationTimestamp")) or 0.0, str(meta.get("name")))
     return [
         f"InferenceService/{name}"
         for created, name, uid in tick.services_by_target.get((str(meta.get("namespace", "")), target), ())
-        if uid != meta.get("uid") and (created, name) < mine
+        if uid != meta.get("uid") and (every or (created, name) < mine)
     ]
 
 
@@ -307,24 +310,37 @@ async def _ensure_managed(
             "metadata": {"annotations": desired["metadata"]["annotations"]},
             "spec": {"template": desired["spec"]["template"]},  # never replicas: that is the decision's
         }
+        wanted = _template_hash(template)
         try:
             await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", patch, strict=True)
+            rt.refused_templates.pop(uid, None)
             await post_event(rt, body, "Normal", "Updated", f"updated the pod template of Deployment {name}", now)
         except KubeError as e:
             metrics.KUBE_ERRORS.labels("update").inc()
             rt.logger.warning("could not update Deployment %s/%s: %s", ns, name, e)
-            # the pods keep the old template: the user must hear why their change did not roll out
-            msg = f"could not update the pod template of Deployment {name} (the pods keep the old one): {e}"
-            await post_event(rt, body, "Warning", "UpdateFailed", msg, now)
+            # the pods keep the old template: the user must hear why their change did not roll out, once per
+            # template (every tick tries again, and an Event each time would bury everything else)
+            if rt.refused_templates.get(uid) != wanted:
+                rt.refused_templates[uid] = wanted
+                msg = f"could not update the pod template of Deployment {name} (the pods keep the old one): {e}"
+                await post_event(rt, body, "Warning", "UpdateFailed", msg, now)
     return deployment
 
 
 async def report_failure(rt: Runtime, body: Mapping[str, Any], now: float, error: BaseException) -> None:
     """A bug or an answer nothing expected stopped this service's tick: the count is held, and the user
     reads so in status and an Event rather than only in the operator's log."""
-    msg = f"the operator failed to decide ({type(error).__name__}: {error}); the replica count is held"
+    msg = f"the operator failed in this service's tick ({type(error).__name__}: {error}); it tries again next tick"
+    ready = Condition("Ready", "False", "ReconcileError", msg)
+    # the other conditions still say what the last good tick saw: kept, or a merge patch would drop them and
+    # the next good tick would announce them again
+    kept = [
+        Condition(str(c["type"]), str(c.get("status", "")), str(c.get("reason", "")), str(c.get("message", "")))
+        for c in (body.get("status") or {}).get("conditions") or []
+        if isinstance(c, Mapping) and c.get("type") not in (None, "Ready")
+    ]
     try:
-        await _problem(rt, body, now, [Condition("Ready", "False", "ReconcileError", msg)], "ReconcileError", msg)
+        await _problem(rt, body, now, [ready, *kept], "ReconcileError", msg)
     except Exception as e:  # the API server may be why: the log has both
         rt.logger.warning("could not report the failure in status: %s", e)
 
@@ -364,7 +380,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
 
     advisory = spec.mode == "Advisory"
     others = conflicting_autoscalers(ns, "Deployment", target, tick.hpas, tick.scaled_objects)
-    others += _competing_services(tick, body, target)
+    others += _competing_services(tick, body, target, every=advisory)
     if others and not advisory:
         msg = f"{', '.join(others)} already scales Deployment {target}; inferscale will not fight it"
         await _conflict(rt, body, now, "OtherAutoscaler", msg)

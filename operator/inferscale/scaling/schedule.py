@@ -31,12 +31,15 @@ def validate_schedule(schedule: Schedule) -> None:
 def cron_problem(cron: str) -> str | None:
     """What is wrong with `cron`, or None. A well-formed expression can still name a day that never comes
     ('0 0 30 2 *', February 30th): croniter finds no match, and a floor that never starts is a mistake."""
-    if not croniter.is_valid(cron):
-        return "a field is outside its range (minute 0-59, hour 0-23, day 1-31, month 1-12, weekday 0-6)"
     try:
         croniter(cron, 0.0).get_next(float)
-    except CroniterBadDateError:
+    except CroniterBadDateError:  # a ValueError too: first
         return "it never matches a date (a day the month does not have?)"
+    except (ValueError, KeyError) as e:  # croniter's own errors are ValueErrors; odd text can raise KeyError
+        why = str(e).split("] ", 1)[-1]  # croniter repeats the expression in brackets first
+        if "out of range" in why:
+            why = "a field is outside its range (minute 0-59, hour 0-23, day 1-31, month 1-12, weekday 0-7)"
+        return why
     return None
 
 

@@ -108,7 +108,7 @@ async def test_the_same_problem_is_not_announced_twice() -> None:
     await reconcile(runtime(kube), tick(), bad)
     again = svc(bad["spec"], kube.statuses()[0])
     await reconcile(runtime(kube), tick(), again)
-    assert len(kube.events()) == 1  # and nothing new to write: the status is unchanged
+    assert len(kube.events()) == 1 and len(kube.statuses()) == 1  # nothing new to write either
 
 
 async def test_an_edited_spec_that_is_still_invalid_is_announced_again() -> None:
@@ -139,10 +139,26 @@ async def test_a_service_whose_tick_fails_says_so_in_status_and_an_event(monkeyp
     await operator.Loop(Collector(), runtime(kube)).tick()  # type: ignore[arg-type]
     ready = next(c for c in kube.statuses()[0]["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "False" and ready["reason"] == "ReconcileError"
-    assert "RuntimeError: an answer nothing expected" in ready["message"] and "held" in ready["message"]
+    assert "RuntimeError: an answer nothing expected" in ready["message"] and "tries again" in ready["message"]
     (event,) = kube.events()
     assert event["type"] == "Warning" and event["reason"] == "ReconcileError"
     assert kube.scales() == []
+
+
+async def test_a_failed_tick_keeps_what_the_last_good_tick_said_in_the_other_conditions() -> None:
+    from inferscale.handlers.reconcile import report_failure
+
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(), svc(GOOD))
+    good = kube.statuses()[-1]
+    kube = FakeKube()
+    await report_failure(runtime(kube), svc(GOOD, good), NOW + 10, RuntimeError("boom"))
+    written = {c["type"]: c for c in kube.statuses()[-1]["conditions"]}
+    before = {c["type"]: c for c in good["conditions"]}
+    assert written["Ready"]["reason"] == "ReconcileError"
+    assert set(written) == set(before)
+    assert written["MetricsAvailable"] == before["MetricsAvailable"]  # unchanged, its transition time too
+    assert [e["reason"] for e in kube.events()] == ["ReconcileError"]  # nothing else announced again
 
 
 async def test_prometheus_down_holds_and_says_so() -> None:
@@ -367,6 +383,17 @@ async def test_advisory_mode_decides_and_reports_beside_an_hpa_it_does_not_fight
     assert "HorizontalPodAutoscaler/cpu" in conditions["Advisory"]["message"]
 
 
+async def test_an_advisory_service_names_a_newer_active_one_that_scales_its_target() -> None:
+    advisory = svc({**GOOD, "mode": "Advisory"})
+    newer = svc(GOOD)
+    newer["metadata"] = {**newer["metadata"], "name": "llm-2", "uid": "u2", "creationTimestamp": "2026-02-01T00:00:00Z"}
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(services=[advisory, newer]), advisory)
+    conditions = {c["type"]: c for c in kube.statuses()[-1]["conditions"]}
+    assert conditions["Conflict"]["reason"] == "AdvisoryBesideAutoscaler"
+    assert "InferenceService/llm-2" in conditions["Advisory"]["message"]
+
+
 async def test_an_older_service_with_an_invalid_spec_or_in_advisory_mode_does_not_block_a_newer_one() -> None:
     invalid = svc({**GOOD, "replicas": {"min": 5, "max": 2}})
     advisory = svc({**GOOD, "mode": "Advisory"})
@@ -404,10 +431,15 @@ async def test_the_managed_deployment_is_created_and_updated_with_strict_field_v
     }
     # the server refuses the template's unknown field: the user hears why the pods keep the old template
     kube = FakeKube(fail={"/deployments/llm": 400})
-    await reconcile(runtime(kube), tick(deployments={("ns", "llm"): owned}), svc(MANAGED))
-    assert kube.strict == ["/apis/apps/v1/namespaces/ns/deployments/llm"]
+    rt = runtime(kube)
+    for at in (NOW, NOW + 10):  # every tick tries again; the refusal is announced once
+        await reconcile(rt, tick(at=at, deployments={("ns", "llm"): owned}), svc(MANAGED))
+    assert kube.strict == ["/apis/apps/v1/namespaces/ns/deployments/llm"] * 2
     (failed,) = [e for e in kube.events() if e["reason"] == "UpdateFailed"]
     assert failed["type"] == "Warning" and "keep the old one" in failed["message"]
+    changed = {**MANAGED, "template": {"spec": {"containers": [{"name": "vllm", "image": "vllm:v2", "argz": []}]}}}
+    await reconcile(rt, tick(at=NOW + 20, deployments={("ns", "llm"): owned}), svc(changed))
+    assert len([e for e in kube.events() if e["reason"] == "UpdateFailed"]) == 2  # a new template: news
 
 
 async def test_the_older_of_two_services_on_one_target_wins() -> None:
