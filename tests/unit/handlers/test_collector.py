@@ -77,6 +77,7 @@ async def test_an_invalid_spec_costs_no_query_and_competes_for_no_target() -> No
     advisory["spec"]["mode"] = "Advisory"
     for svc in (bad, advisory):
         svc["spec"]["scaleTargetRef"] = {"name": "llm"}
+    bad["spec"]["slo"] = {"tpotP95": "50ms"}  # nor does it add the TPOT histogram to the TTFT query
     good = service("llm")
     kube.services = [bad, advisory, good]
     tick = await collector.refresh()
