@@ -23,7 +23,7 @@ from inferscale.perf import (
     replica_profile,
 )
 from inferscale.perf.catalog import DTYPE_BYTES, GiB
-from inferscale.scaling.durations import format_duration, parse_duration
+from inferscale.scaling.durations import format_duration
 
 _DISABLED = {"none", "off"}
 
@@ -36,12 +36,9 @@ def _slo(option: str, text: str) -> float | None:
     if text.strip().lower() in _DISABLED:
         return None
     try:
-        seconds = parse_duration(text)
-    except ValueError as e:
-        raise PlanInputError(f"{option}: {e}, or 'none' to disable") from None
-    if seconds <= 0:
-        raise PlanInputError(f"{option} must be positive, got {text!r}")
-    return seconds
+        return checks.positive_duration(option, text)
+    except checks.InputError as e:
+        raise PlanInputError(f"{e}, or 'none' to disable") from None
 
 
 def _positive(option: str, value: float | None) -> None:
