@@ -4,16 +4,19 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# python3.11 where it is installed under that name, else python3 if it is 3.11 (checked below)
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
 
 .PHONY: setup tools cluster cluster-down cluster-status lint test test-unit test-e2e demo \
-        bench-sim bench-operator crds verify clean
+        bench-sim bench-operator crds clean
 
 ## setup: Python venv with the package and test tools, Debian's prometheus
 setup: $(STAMP) prometheus-installed
 
 $(STAMP): pyproject.toml requirements.lock
-	@command -v python3.11 >/dev/null || command -v python3 >/dev/null || { echo "Python 3.11 is required" >&2; exit 1; }
-	python3 -m venv $(VENV)
+	@[ -n "$(PYTHON)" ] && "$(PYTHON)" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || \
+	  { echo "Python 3.11 is required: install python3.11, or give its path with make PYTHON=..." >&2; exit 1; }
+	"$(PYTHON)" -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -c requirements.lock -e '.[test]'
 	touch $@
 
