@@ -50,10 +50,15 @@ class Credentials:
     token: str | None
     token_file: str | None  # re-read per request: projected service-account tokens rotate
 
+    @staticmethod
+    def in_cluster(kubeconfig: str | None = None) -> bool:
+        """Whether `load` reads the pod's service account rather than a kubeconfig."""
+        return kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and os.path.exists(SA_TOKEN)
+
     @classmethod
     def load(cls, kubeconfig: str | None = None) -> Credentials:
         cfg = k8s_client.Configuration()
-        in_cluster = kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and os.path.exists(SA_TOKEN)
+        in_cluster = cls.in_cluster(kubeconfig)
         if in_cluster:
             k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
         else:

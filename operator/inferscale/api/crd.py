@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from inferscale.api.fields import KIND_KEY
+from inferscale.api.fields import DEFAULT_KEY, KIND_KEY
 from inferscale.api.models import (
     CATEGORIES,
     GROUP,
@@ -41,7 +41,7 @@ _KEPT = {
     "x-kubernetes-int-or-string",
     "x-kubernetes-preserve-unknown-fields",
 }
-_DROPPED = {"title", "default", KIND_KEY}
+_DROPPED = {"title", "default", KIND_KEY, DEFAULT_KEY}
 
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Model", "type": "string", "jsonPath": ".spec.model.name"},
@@ -95,7 +95,7 @@ class _Translator:
         if "const" in schema:
             schema["enum"] = [schema.pop("const")]
         out: dict[str, Any] = {}
-        default = _default_text(schema.get("default"))
+        default = schema.get(DEFAULT_KEY) or _default_text(schema.get("default"))
         for key, value in schema.items():
             if key in _DROPPED:
                 continue

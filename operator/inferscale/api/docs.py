@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from inferscale.api.fields import KIND_KEY
+from inferscale.api.fields import DEFAULT_KEY, KIND_KEY
 from inferscale.api.models import API_VERSION, KIND, SHORT_NAMES
 from inferscale.api.rules import (
     ONE_TARGET,
@@ -84,6 +84,8 @@ def _default(node: dict[str, Any], required: bool) -> str:
         return "required"
     if "$ref" in node:
         return "see below"
+    if DEFAULT_KEY in node:
+        return str(node[DEFAULT_KEY])
     if "default" not in node or node["default"] is None:
         return ""
     value = node["default"]

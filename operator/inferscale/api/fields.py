@@ -24,6 +24,8 @@ from inferscale.api.rules import (
 
 # Marks a schema node for docs.py (rendered as type "duration"); crd.py drops keys starting with "x-inferscale".
 KIND_KEY = "x-inferscale-kind"
+# What an unset field means, for the docs and the CRD's description, where it is not the Python default.
+DEFAULT_KEY = "x-inferscale-default"
 
 # Strict: the API server would reject "0.5" for a number or "true" for a boolean, so Python does too.
 SPEC_CONFIG = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", strict=True)

@@ -7,6 +7,7 @@ from typing import Annotated, Literal, Self
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
 from inferscale.api.fields import (
+    DEFAULT_KEY,
     SPEC_CONFIG,
     ChangeLimit,
     Duration,
@@ -210,7 +211,9 @@ class Behavior(BaseModel):
     model_config = SPEC_CONFIG
 
     interval: PositiveDuration = Field(
-        default="10s", description="Time between decisions. Unset: the operator's --interval (10s unless changed)."
+        default="10s",
+        description="Time between decisions.",
+        json_schema_extra={DEFAULT_KEY: "the operator's --interval (10s unless changed)"},
     )
     tolerance: OpenFraction = Field(
         default=0.1, description="Dead band: ignore recommendations within this fraction of the current count."

@@ -67,7 +67,9 @@ def credentials(kubeconfig: str | None) -> Credentials:
     try:
         return Credentials.load(kubeconfig)
     except Exception as e:  # the kubernetes package raises several unrelated types for a bad kubeconfig
-        if kubeconfig is not None:
+        if Credentials.in_cluster(kubeconfig):
+            where = f"the pod's service account ({SA_TOKEN})"
+        elif kubeconfig is not None:
             where = f"--kubeconfig {kubeconfig}"
         elif os.environ.get("KUBECONFIG"):
             where = f"KUBECONFIG {os.environ['KUBECONFIG']}"

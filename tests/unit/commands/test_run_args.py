@@ -76,3 +76,20 @@ def test_credentials_that_load_hand_over_to_kopf(tmp_path: Path, kopf_runs: list
     result = CliRunner().invoke(app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig)])
     assert result.exit_code == 0, result.output
     assert len(kopf_runs) == 1 and kopf_runs[0]["namespaces"] == ["llm"]
+
+
+def test_an_in_cluster_load_that_fails_names_the_service_account(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kopf_runs: list[dict[str, object]]
+) -> None:
+    from inferscale.adapters import kube
+
+    token = tmp_path / "token"
+    token.write_text("t")
+    monkeypatch.setattr(kube, "SA_TOKEN", str(token))  # a pod's token, but no CA or host to go with it
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    monkeypatch.delenv("KUBECONFIG")
+    result = CliRunner().invoke(app, ["run", "-n", "llm"])
+    assert result.exit_code == 2, result.output
+    assert f"cannot load Kubernetes credentials from the pod's service account ({token})" in result.stderr
+    assert kopf_runs == []
