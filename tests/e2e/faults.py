@@ -13,6 +13,7 @@ import contextlib
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -126,17 +127,17 @@ class Faults:
         return self.cluster.kubectl("get", "--raw=/readyz", check=False).returncode == 0
 
 
-def closing(port: int) -> int:
-    """Sockets on local `port` still closing (FIN-WAIT-1/2): a killed server's connections to a client that
-    is frozen, so has not closed its end. kube-apiserver cannot bind its port again while they last."""
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(FileNotFoundError), open(table) as f:
-            for line in f.readlines()[1:]:
-                fields = line.split()
-                if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] in ("04", "05"):
-                    count += 1
-    return count
+def bindable(port: int) -> bool:
+    """Whether a listener can bind 127.0.0.1:`port` as Go's does (SO_REUSEADDR). A killed server's
+    connections to a client that was frozen linger in closing states, and while they do kube-apiserver
+    cannot bind its port again."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _alive(pid: int) -> bool:

@@ -40,7 +40,7 @@ from inferscale.adapters.informer import STALE_AFTER
 from inferscale.handlers.collector import CACHED
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
-from tests.e2e.faults import Faults, closing
+from tests.e2e.faults import Faults, bindable
 from tests.e2e.infsvc import TICK, condition, replicas, service, status
 from tests.e2e.operator_proc import OperatorProcess
 from tests.e2e.proxy import Proxy
@@ -296,7 +296,7 @@ def test_e_watches_resumed_after_an_api_server_restart_are_answered_410_and_the_
             # thawed while the server is down: its watches end, and it retries until the restart
             os.kill(pid, signal.SIGCONT)
             thawed = time.monotonic()
-            eventually(lambda: closing(port) == 0, 60, "the killed server's connections to close")
+            eventually(lambda: bindable(port), 90, "the killed server's port to be free again")
     back = time.monotonic()
     # which caches are answered 410 depends on whether their last event came after the restarted server's
     # first list; the pods' always has in these runs (the Deployment's may be the newest write)
