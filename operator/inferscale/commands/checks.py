@@ -29,6 +29,16 @@ def positive_duration(flag: str, text: str) -> float:
     return seconds
 
 
+def trace_format(fmt: str | None, known: tuple[str, ...]) -> None:
+    if fmt is not None and fmt.lower() not in known:
+        raise InputError(f"--format {fmt!r} is not known; known: {', '.join(known)}")
+
+
+def tensor_parallel(tp: int) -> None:
+    if tp < 1:
+        raise InputError(f"--tp must be at least 1, got {tp}")
+
+
 def positive_number(flag: str, value: float) -> None:
     if not (math.isfinite(value) and value > 0):
         raise InputError(f"{flag} must be a positive number, got {value}")

@@ -54,13 +54,11 @@ def emulate(
 
     try:
         # Checked here, before the trace is read, so that the messages name the flags (as `simulate` does).
-        if fmt is not None and fmt.lower() not in TRACE_FORMATS:
-            raise checks.InputError(f"--format {fmt!r} is not known; known: {', '.join(TRACE_FORMATS)}")
+        checks.trace_format(fmt, TRACE_FORMATS)
         checks.positive_number("--rate-scale", rate_scale)
         checks.positive_number("--time-scale", time_scale)
         checks.seed(seed)
-        if tp < 1:
-            raise checks.InputError(f"--tp must be at least 1, got {tp}")
+        checks.tensor_parallel(tp)
         ttft = checks.positive_duration("--slo-ttft", slo_ttft)
         itl = checks.positive_duration("--slo-itl", slo_itl)
         limit = checks.positive_duration("--duration", duration) if duration is not None else None

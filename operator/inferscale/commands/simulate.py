@@ -146,13 +146,11 @@ def build_scenario(
         raise SimulateInputError(f"--trace {trace}: is a directory, not a trace file")
     if not trace.is_file():
         raise SimulateInputError(f"--trace {trace}: no such file")
-    if fmt is not None and fmt.lower() not in TRACE_FORMATS:
-        raise SimulateInputError(f"--format {fmt!r} is not known; known: {', '.join(TRACE_FORMATS)}")
+    checks.trace_format(fmt, TRACE_FORMATS)
     checks.seed(seed)
     checks.positive_number("--rate-scale", rate_scale)
     checks.positive_number("--time-scale", time_scale)
-    if tp < 1:
-        raise SimulateInputError(f"--tp must be at least 1, got {tp}")
+    checks.tensor_parallel(tp)
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     try:
         ttr = TimeToReady.parse(time_to_ready)

@@ -587,13 +587,16 @@ def _open(path: Path) -> Iterator[TextIO]:
             raise TraceError(f"{path}: malformed CSV: {e}") from None
 
 
+def _clip(text: str) -> str:
+    return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…"
+
+
 def _quote(text: str) -> str:
-    return repr(text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…")
+    return repr(_clip(text))
 
 
 def _shown(raw: object) -> str:
-    text = repr(raw)
-    return text if len(text) <= QUOTE_LIMIT else text[: QUOTE_LIMIT - 1] + "…"
+    return _clip(repr(raw))
 
 
 def _length(seconds: float) -> str:
