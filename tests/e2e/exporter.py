@@ -2,7 +2,7 @@
 Prometheus through its file discovery (one target per pod, with namespace and pod labels).
 
 Pods added by the operator join as soon as the API says they are Ready; values are set per pod
-(the same for all), like a load balancer spreading a load evenly.
+(the same for all, like a load balancer spreading a load evenly, unless a pod is given its own).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import http.server
 import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tests.e2e.cluster import Cluster
@@ -128,6 +128,7 @@ class Exporter:
         self.cluster, self.namespace, self.app, self.model = cluster, namespace, app, model
         self.render = render_sglang if dialect == "sglang" else render
         self.values = Values()
+        self.own: dict[str, dict[str, float]] = {}  # pod -> the values it reports unlike the others
         self.serving = True
         self.pods: dict[str, PodState] = {}
         self._lock = threading.Lock()
@@ -141,8 +142,9 @@ class Exporter:
                     state = exporter.pods.get(pod)
                     body = None
                     if exporter.serving and state is not None:
-                        state.advance(exporter.values)
-                        body = exporter.render(exporter.model, exporter.values, state).encode()
+                        values = replace(exporter.values, **exporter.own.get(pod, {}))
+                        state.advance(values)
+                        body = exporter.render(exporter.model, values, state).encode()
                 if body is None:
                     self.send_response(503)
                     self.end_headers()
@@ -177,6 +179,10 @@ class Exporter:
         with self._lock:
             for k, v in values.items():
                 setattr(self.values, k, v)
+
+    def set_pod(self, pod: str, **values: float) -> None:
+        with self._lock:
+            self.own.setdefault(pod, {}).update(values)
 
     def vanish(self) -> None:
         """The engines stop answering: scrapes fail and Prometheus marks the series stale."""

@@ -91,6 +91,7 @@ def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, s
         ("patch", "deployments.apps/scale"),
         ("list", "pods"),
         ("watch", "pods"),  # the tick's pod and Deployment caches follow watches
+        ("patch", "pods"),  # the deletion cost before a scale-down
         ("watch", "deployments.apps"),
         ("patch", "inferenceservices.inferscale.dev/status"),
         ("list", "inferenceservices.inferscale.dev"),

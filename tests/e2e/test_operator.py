@@ -402,3 +402,38 @@ def test_m_a_prefill_step_over_the_itl_slo_is_reported_until_the_deployments_arg
     within = eventually(lambda: prefill("True"), 90, "PrefillStepWithinITL=True")
     assert within["reason"] == "WithinITL", within
     assert len(events(cluster, namespace, "PrefillStepOverITL")) == 1
+
+
+def test_n_a_scale_down_removes_the_pod_holding_the_fewest_requests_not_the_newest(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    eventually(lambda: len(target.pods) == 1, 60, "the first pod Ready and reporting")
+    (idle,) = target.pods
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=3")
+    eventually(lambda: len(target.pods) == 3, 60, "3 Ready pods reporting")
+    busy = sorted(set(target.pods) - {idle})
+    # The oldest pod is the idle one: left to its own order the ReplicaSet removes a newer, busy one.
+    target.set(kv=0.3, waiting=0, running=12)
+    target.set_pod(idle, running=0)
+
+    def seen() -> bool:
+        result = cluster.prometheus_query(f'vllm:num_requests_running{{namespace="{namespace}"}}')
+        held = {r["metric"]["pod"]: float(r["value"][1]) for r in result}
+        return held == {idle: 0.0, **{pod: 12.0 for pod in busy}}
+
+    eventually(seen, 30, "Prometheus to see one idle pod beside two busy ones")
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 1, "max": 2}))
+    operator.start()
+    eventually(lambda: replicas(cluster, namespace) == 2, 30, "the scale-down to replicas.max")
+
+    def remaining() -> list[str] | None:
+        items = cluster.kubectl_json("get", "pods", "-n", namespace, "-l", "app=llm")["items"]
+        alive = [p for p in items if not p["metadata"].get("deletionTimestamp")]
+        return sorted(p["metadata"]["name"] for p in alive) if len(alive) == 2 else None
+
+    assert eventually(remaining, 30, "two pods left") == busy, f"the idle pod {idle} should have gone"
+    for pod in busy:
+        annotations = cluster.kubectl_json("get", "pod", pod, "-n", namespace)["metadata"]["annotations"]
+        assert annotations["controller.kubernetes.io/pod-deletion-cost"] == "12"
+    (event,) = eventually(lambda: events(cluster, namespace, "ScaledDown"), 15, "a ScaledDown event")
+    assert f"{idle} (0)" in event["message"], event["message"]

@@ -73,6 +73,13 @@ The rules the operator needs in every namespace it watches. Each rule says why; 
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+{{- if .Values.podDeletionCost }}
+# Application: before a scale-down, set controller.kubernetes.io/pod-deletion-cost on the target's Ready pods
+# (the requests each holds), so the ReplicaSet removes the idlest. Patch only: no create, no delete.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["patch"]
+{{- end }}
 # Application: refuse to fight another autoscaler - an HPA on the same target sets Conflict instead of a
 # second writer of replicas. List only.
 - apiGroups: ["autoscaling"]

@@ -47,6 +47,34 @@ def _failed_query(snapshot: FleetSnapshot, name: str, consequence: str) -> str:
     return why + (f" ({errors[0]})" if errors else "")
 
 
+def _named(snapshot: FleetSnapshot, workload: Workload, model_name: str | None) -> list[PodSeries]:
+    """The Ready pods' series, of the service's model where it names one."""
+    return [
+        s
+        for pod in workload.ready_pods
+        for s in snapshot.by_pod.get((workload.namespace, pod), ())
+        if not model_name or s.model_name == model_name
+    ]
+
+
+def _fresh(s: PodSeries, at: float, stale_after: float) -> bool:
+    return "sample_time" not in s.values or at - s.values["sample_time"] <= stale_after
+
+
+def pod_loads(
+    snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float, engine: str = VLLM
+) -> dict[str, float]:
+    """Requests each Ready pod holds (running and waiting), for the pods whose fresh gauges say so. A pod
+    left out is one whose load is unknown, which is not the same as idle."""
+    if snapshot.unavailable or "sample_time" in snapshot.failed or "gauges" in snapshot.failed:
+        return {}
+    loads: dict[str, float] = {}
+    for s in _named(snapshot, workload, model_name):
+        if engine in s.dialects and _fresh(s, snapshot.at, stale_after) and RUNNING in s.values and WAITING in s.values:
+            loads[s.pod] = loads.get(s.pod, 0.0) + s.values[RUNNING] + s.values[WAITING]
+    return loads
+
+
 def observe(
     snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float, engine: str = VLLM
 ) -> tuple[Observation, str]:
@@ -65,17 +93,11 @@ def observe(
     if not workload.ready_pods:
         return replace(base, state=MetricsState.MISSING), "no Ready pods of the target report metrics yet"
 
-    named = [
-        s
-        for pod in workload.ready_pods
-        for s in snapshot.by_pod.get((workload.namespace, pod), ())
-        if not model_name or s.model_name == model_name
-    ]
+    named = _named(snapshot, workload, model_name)
     mine = [s for s in named if engine in s.dialects]
     sample_times = [s.values["sample_time"] for s in mine if "sample_time" in s.values]
     newest = max(sample_times) if sample_times else None
-    fresh = [s for s in mine if "sample_time" not in s.values or snapshot.at - s.values["sample_time"] <= stale_after]
-    fresh = [s for s in fresh if KV in s.values or WAITING in s.values]
+    fresh = [s for s in mine if _fresh(s, snapshot.at, stale_after) and (KV in s.values or WAITING in s.values)]
     ready = len(workload.ready_pods)
     if not mine:
         hint = f" with model_name={model_name!r}" if model_name else ""

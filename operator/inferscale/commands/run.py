@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 from typing import Annotated
+from urllib.parse import urlsplit
 
 import typer
 
@@ -35,6 +36,15 @@ def _positive_duration(flag: str, text: str) -> float:
     except InputError as e:
         typer.echo(f"inferscale run: {e}", err=True)
         raise typer.Exit(2) from None
+
+
+def _http_url(text: str) -> bool:
+    try:
+        url = urlsplit(text)
+        url.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError:
+        return False
+    return url.scheme in ("http", "https") and bool(url.hostname)
 
 
 def _check_credentials(kubeconfig: str | None) -> None:
@@ -75,6 +85,13 @@ def run(
     kubeconfig: Annotated[
         str | None, typer.Option(help="Kubeconfig to use instead of KUBECONFIG or the in-cluster account.")
     ] = None,
+    pod_deletion_cost: Annotated[
+        bool,
+        typer.Option(
+            help="Before a scale-down, set controller.kubernetes.io/pod-deletion-cost on the target's Ready pods "
+            "to the requests each holds, so the ReplicaSet removes the idlest (needs patch on pods)."
+        ),
+    ] = True,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run the operator: read engine metrics, decide replicas, scale, explain."""
@@ -88,6 +105,13 @@ def run(
         raise typer.Exit(2)
     if not namespace and not all_namespaces:
         typer.echo("inferscale run: give --all-namespaces or at least one --namespace", err=True)
+        raise typer.Exit(2)
+    if not _http_url(prometheus_url):
+        typer.echo(
+            f"inferscale run: --prometheus-url {prometheus_url!r} is not an http(s) URL with a host "
+            "(for example http://prometheus-operated.monitoring.svc:9090)",
+            err=True,
+        )
         raise typer.Exit(2)
     tick = _positive_duration("--interval", interval)
     query_timeout = _positive_duration("--prometheus-timeout", prometheus_timeout)
@@ -110,6 +134,7 @@ def run(
         metrics_port=metrics_port,
         kubeconfig=kubeconfig,
         prometheus_timeout=query_timeout,
+        pod_deletion_cost=pod_deletion_cost,
     )
     kopf.run(
         standalone=True,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
 
+from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader, describe_failure
@@ -58,14 +59,18 @@ _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def slim(obj: Obj, plural: str) -> Obj:
-    """What a tick keeps of a listed object: pods keep identity, labels and readiness only; other
-    kinds lose managedFields and kubectl's copy of the last applied object, so a thousand services
-    and their pods do not sit in memory as full objects."""
+    """What a tick keeps of a listed object: pods keep identity, labels, readiness and the deletion cost
+    the operator sets (adapters.deletion_cost); other kinds lose managedFields and kubectl's copy of the
+    last applied object, so a thousand services and their pods do not sit in memory as full objects."""
     meta = obj.get("metadata") or {}
     if plural == "pods":
         status = obj.get("status") or {}
+        kept = {k: meta[k] for k in _POD_META if k in meta}
+        cost = (meta.get("annotations") or {}).get(DELETION_COST)
+        if cost is not None:
+            kept["annotations"] = {DELETION_COST: cost}
         return {
-            "metadata": {k: meta[k] for k in _POD_META if k in meta},
+            "metadata": kept,
             "status": {
                 "phase": status.get("phase"),
                 "conditions": status.get("conditions"),

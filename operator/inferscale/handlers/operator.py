@@ -40,6 +40,7 @@ class OperatorConfig:
     metrics_port: int
     kubeconfig: str | None = None
     prometheus_timeout: float = 10.0
+    pod_deletion_cost: bool = True
 
 
 @dataclass
@@ -136,7 +137,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     kube = KubeApi(Credentials.load(cfg.kubeconfig))
     prom = PrometheusReader(cfg.prometheus_url, timeout=cfg.prometheus_timeout)
     collector = Collector(kube, prom, cfg.namespaces, cfg.interval)
-    runtime = Runtime(kube=kube, default_interval=cfg.interval, history=collector.history)
+    runtime = Runtime(
+        kube=kube, default_interval=cfg.interval, history=collector.history, deletion_cost=cfg.pod_deletion_cost
+    )
     runtime.refresher = Refresher(partial(write_status, kube, logger=runtime.logger))
     loop = Loop(collector, runtime)
     memo.loop = loop

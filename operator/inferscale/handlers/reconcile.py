@@ -15,11 +15,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
+from inferscale.adapters.deletion_cost import deletion_costs, likely_removed
 from inferscale.adapters.engine_args import engine_limits
 from inferscale.adapters.kube import KubeApi, KubeError
-from inferscale.adapters.observation import Workload, observe
+from inferscale.adapters.observation import Workload, observe, pod_loads
 from inferscale.adapters.prometheus import deployment_of
 from inferscale.adapters.workload import (
+    TargetState,
     conflicting_autoscalers,
     measured_time_to_ready,
     parse_time,
@@ -40,6 +43,7 @@ from inferscale.handlers import metrics
 from inferscale.handlers.collector import HistoryKey, Tick, as_selector
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.refresher import Refresher
+from inferscale.handlers.scale_down import write_costs
 from inferscale.handlers.status import (
     Condition,
     append_history,
@@ -75,6 +79,8 @@ class Runtime:
     # service uid -> the managed template hash whose update the API server refused, announced once
     refused_templates: dict[str, str] = field(default_factory=dict)
     refresher: Refresher | None = None  # None: figure refreshes are written in the tick
+    deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
+    refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
 
 
 def _cr_path(ns: str, name: str) -> str:
@@ -345,6 +351,42 @@ async def report_failure(rt: Runtime, body: Mapping[str, Any], now: float, error
         rt.logger.warning("could not report the failure in status: %s", e)
 
 
+async def _steer_scale_down(
+    rt: Runtime,
+    body: Mapping[str, Any],
+    now: float,
+    ts: TargetState,
+    loads: Mapping[str, float],
+    pods: Sequence[Mapping[str, Any]],
+    removing: int,
+) -> str:
+    """Sets the Ready pods' deletion costs before a scale-down; returns what the scale Event says of it.
+    A refused write does not stop the scale-down, whose count is right either way; it is announced once
+    per service, since the controller then picks the pods by its own order."""
+    costs = deletion_costs(ts.ready_pods, loads)
+    if not costs:
+        return ""
+    meta = body.get("metadata") or {}
+    due, errors = await write_costs(rt.kube, meta.get("namespace", ""), pods, costs)
+    uid = meta.get("uid", "")
+    if errors:
+        metrics.KUBE_ERRORS.labels("deletion_cost").inc(len(errors))
+        if uid not in rt.refused_costs:
+            rt.refused_costs.add(uid)
+            msg = (
+                f"could not set {DELETION_COST} on {len(errors)} of {due} pod(s) ({errors[0]}); the ReplicaSet "
+                "removes pods by its own order (most recently Ready first), however many requests they hold"
+            )
+            await post_event(rt, body, "Warning", "DeletionCostFailed", msg, now)
+        return ""
+    rt.refused_costs.discard(uid)
+    chosen = likely_removed(costs, removing - ts.pending)
+    if not chosen:
+        return ""
+    named = ", ".join(f"{pod} ({costs[pod]})" for pod in chosen)
+    return f"the idlest Ready pods go first, by requests held: {named}"
+
+
 async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decision | None:
     meta = body.get("metadata") or {}
     ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
@@ -393,7 +435,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         policy = replace(
             policy, capacity_prior_rps=capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05)
         )
-    ts = target_state(deployment, tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector")), now)
+    pods = tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector"))
+    ts = target_state(deployment, pods, now)
     prior = state_from_status(status.get("scaler"))
     ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
     state = replace(prior, time_to_ready=ttr)
@@ -418,7 +461,13 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     decision = decide(obs, policy, state, now, rates)
 
     acted = ahead = False
+    steer = ""
     if decision.changed and not advisory and (ahead := await _record_ahead(rt, body, decision.state, now)):
+        if rt.deletion_cost and decision.replicas < decision.current:
+            loads = pod_loads(
+                tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
+            )
+            steer = await _steer_scale_down(rt, body, now, ts, loads, pods, decision.current - decision.replicas)
         patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
         version = (deployment.get("metadata") or {}).get("resourceVersion")
         if version:
@@ -443,7 +492,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     retract = ahead and not acted
     await _write(
         rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill,
-        retract=retract, others=others,
+        retract=retract, others=others, steer=steer,
     )  # fmt: skip
     return decision
 
@@ -465,6 +514,7 @@ async def _write(
     prefill: Condition,
     retract: bool = False,
     others: Sequence[str] = (),
+    steer: str = "",
 ) -> None:
     meta = body.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
@@ -546,7 +596,8 @@ async def _write(
             history, now, decision.current, decision.replicas, decision.reason.value, decision.message
         )
         verb = "ScaledUp" if direction == "up" else "ScaledDown"
-        await post_event(rt, body, "Normal", verb, f"{decision.current} → {decision.replicas}: {decision.message}", now)
+        message = f"{decision.current} → {decision.replicas}: {decision.message}" + (f"; {steer}" if steer else "")
+        await post_event(rt, body, "Normal", verb, message, now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
     await _patch_status(rt, body, new_status, now, force=retract)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)

@@ -29,6 +29,10 @@ def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         (["--interval", "-5s"], "--interval"),
         (["--metrics-port", "70000"], "is not a TCP port"),
         (["-A"], "--all-namespaces and --namespace exclude each other"),
+        (["--prometheus-url", "prometheus:9090"], "--prometheus-url 'prometheus:9090' is not an http(s) URL"),
+        (["--prometheus-url", "http://"], "is not an http(s) URL with a host"),
+        (["--prometheus-url", "http://prom:99999"], "is not an http(s) URL with a host"),
+        (["--prometheus-url", "ftp://prom:9090"], "is not an http(s) URL with a host"),
     ],
 )
 def test_a_bad_argument_exits_2_with_its_name(args: list[str], message: str) -> None:
@@ -76,6 +80,14 @@ def test_credentials_that_load_hand_over_to_kopf(tmp_path: Path, kopf_runs: list
     result = CliRunner().invoke(app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig)])
     assert result.exit_code == 0, result.output
     assert len(kopf_runs) == 1 and kopf_runs[0]["namespaces"] == ["llm"]
+    assert kopf_runs[0]["memo"].config.pod_deletion_cost is True  # type: ignore[attr-defined]
+    result = CliRunner().invoke(
+        app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig), "--no-pod-deletion-cost", "--prometheus-url",
+              "https://prom.example:9091/"]
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    config = kopf_runs[1]["memo"].config  # type: ignore[attr-defined]
+    assert config.pod_deletion_cost is False and config.prometheus_url == "https://prom.example:9091"
 
 
 def test_an_in_cluster_load_that_fails_names_the_service_account(

@@ -98,6 +98,14 @@ def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "inferscale", "namespace": "inferscale"}]
 
 
+def test_the_deletion_cost_grants_patch_on_pods_and_turning_it_off_drops_both_grant_and_flag(render: Render) -> None:
+    assert ("", "pods", "patch") in _grants(_rules(render(), "ClusterRole"))
+    assert "--no-pod-deletion-cost" not in _operator(render())["container"]["args"]
+    docs = render(podDeletionCost=False)
+    assert ("", "pods", "patch") not in _grants(_rules(docs, "ClusterRole"))
+    assert "--no-pod-deletion-cost" in _operator(docs)["container"]["args"]
+
+
 def test_target_only_install_drops_the_deployment_writes(render: Render) -> None:
     grants = _grants(_rules(render(rbac__managedDeployments=False), "ClusterRole"))
     assert {("apps", "deployments", v) for v in ("create", "patch")}.isdisjoint(grants)
