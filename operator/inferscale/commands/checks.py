@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import os
+import stat
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from inferscale.perf import PerfError, gpu_spec
@@ -27,6 +29,52 @@ def positive_duration(flag: str, text: str) -> float:
     if seconds <= 0:
         raise InputError(f"{flag} must be positive, got {text!r}")
     return seconds
+
+
+def trace_file(path: Path) -> None:
+    """A regular, non-empty file: the loaders read a trace more than once (its first line tells the
+    format), which a pipe cannot give, and a FIFO without a writer would block the open forever."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"--trace {path}: no such file") from None
+    except OSError as e:
+        raise InputError(f"--trace {path}: cannot read it: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(f"--trace {path}: is a directory, not a trace file")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(
+            f"--trace {path}: is not a regular file (a device, pipe or socket); the trace is read more than "
+            "once, so give a file (decompress or copy it first)"
+        )
+    if st.st_size == 0:
+        raise InputError(f"--trace {path}: is empty")
+
+
+def output_file(flag: str, path: Path, make_folder: bool = False) -> None:
+    """A file that can be written, checked before a long run rather than after it: its results would be lost.
+    `make_folder` creates a missing folder now, as the writer would at the end."""
+    folder = path.parent
+    if path.is_dir():
+        raise InputError(f"{flag} {path}: is a directory; give a file name")
+    if make_folder and not folder.exists():
+        try:
+            folder.mkdir(parents=True)
+        except OSError as e:
+            raise InputError(f"{flag} {path}: cannot create folder {folder}: {e.strerror or e}") from None
+    if not folder.exists():
+        raise InputError(f"{flag} {path}: folder {folder} does not exist")
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: {folder} is not a folder")
+    # Opening is the only reliable test: os.access says yes to root where writing fails (/proc, a read-only mount).
+    existed = path.exists()
+    try:
+        with path.open("a" if existed else "x"):
+            pass
+    except OSError as e:
+        raise InputError(f"{flag} {path}: cannot write there: {e.strerror or e}") from None
+    if not existed:
+        path.unlink(missing_ok=True)
 
 
 def trace_format(fmt: str | None, known: tuple[str, ...]) -> None:

@@ -54,6 +54,7 @@ def emulate(
 
     try:
         # Checked here, before the trace is read, so that the messages name the flags (as `simulate` does).
+        checks.trace_file(trace)
         checks.trace_format(fmt, TRACE_FORMATS)
         checks.positive_number("--rate-scale", rate_scale)
         checks.positive_number("--time-scale", time_scale)
@@ -63,6 +64,8 @@ def emulate(
         itl = checks.positive_duration("--slo-itl", slo_itl)
         limit = checks.positive_duration("--duration", duration) if duration is not None else None
         checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
+        if results is not None:
+            checks.output_file("--results", results, make_folder=True)  # the emulator makes it anyway
         profile = replica_profile(
             model, gpu, tp, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )

@@ -12,7 +12,9 @@ from rich.table import Table
 
 from inferscale.commands import checks
 from inferscale.perf import (
+    DoesNotFit,
     PerfError,
+    ReplicaProfile,
     advice,
     gpu_spec,
     max_concurrency,
@@ -22,10 +24,15 @@ from inferscale.perf import (
     replica_memory,
     replica_profile,
 )
+from inferscale.perf.capacity import KV_HEADROOM, hard_limit, slo_floor
 from inferscale.perf.catalog import DTYPE_BYTES, GiB
+from inferscale.perf.profile import utilization_needed
 from inferscale.scaling.durations import format_duration
+from inferscale.sim.traces import MAX_RATE
 
 _DISABLED = {"none", "off"}
+# USD per GPU-hour: far above any GPU's price, and far enough from float overflow that a fleet's cost is a number.
+MAX_GPU_PRICE = 1e6
 
 
 class PlanInputError(checks.InputError):
@@ -75,31 +82,54 @@ def build_plan(
     if not 0.0 < gpu_memory_utilization <= 1.0:  # NaN fails too
         raise PlanInputError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization}")
     _positive("--rps", rps)
+    if rps is not None and rps > MAX_RATE:
+        # the trace loaders' bound: a replica count past it describes no deployment
+        raise PlanInputError(f"--rps must be at most {MAX_RATE:g} requests/s, got {rps:g}")
     _positive("--gpu-price", gpu_price)
+    if gpu_price is not None and gpu_price > MAX_GPU_PRICE:
+        raise PlanInputError(f"--gpu-price must be at most {MAX_GPU_PRICE:g} per GPU-hour, got {gpu_price:g}")
     ttft, itl = _slo("--slo-ttft", slo_ttft), _slo("--slo-itl", slo_itl)
     dtype = dtype.lower()
 
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     limits = (max_num_seqs, max_num_batched_tokens)
-    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
-    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
+    request = None
     if input_tokens is not None and output_tokens is not None:
-        length = input_tokens + output_tokens
+        request = f"{input_tokens:,} + {output_tokens:,} tokens"
         context = model_spec(model).context_tokens
-        if length > context:
+        if input_tokens + output_tokens > context:
             # vLLM refuses a max_model_len above the model's max_position_embeddings
             raise PlanInputError(
-                f"a request of {input_tokens:,} + {output_tokens:,} tokens is longer than {profile.model}'s "
-                f"context window ({context:,} tokens); lower --input-tokens or --output-tokens"
+                f"a request of {request} is longer than {model_spec(model).name}'s context window "
+                f"({context:,} tokens); lower --input-tokens or --output-tokens"
             )
-        if length > profile.kv_capacity_tokens:
-            # vLLM refuses to start when max_model_len exceeds the KV cache: no SLO can be met
-            raise PlanInputError(
-                f"a request of {input_tokens:,} + {output_tokens:,} tokens does not fit in one replica's KV cache "
-                f"({profile.kv_capacity_tokens:,} tokens for {profile.model} on {profile.tp}x {profile.gpu} at "
-                f"--gpu-memory-utilization {gpu_memory_utilization:g}); raise --tp, use a larger --gpu, or "
-                "shorten the requests"
-            )
+    # What the memory allows: one full-length request with the capacity model's headroom, or any KV cache.
+    wanted = 1 if input_tokens is None or output_tokens is None else input_tokens + output_tokens
+    enough = utilization_needed(model, gpu, tp, math.ceil(wanted / KV_HEADROOM), dtype, *limits)
+    utilization_is_short = gpu_memory_utilization < enough <= 1
+    remedies = ["raise --tp", "use a larger --gpu"]
+    if utilization_is_short:
+        purpose = f"enough for one request of {request}" if request else "the least that leaves a KV cache"
+        remedies.insert(0, f"raise --gpu-memory-utilization to at least {enough:g} ({purpose})")
+    try:
+        mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
+    except DoesNotFit:
+        if not utilization_is_short:
+            raise  # not even all of the GPU's memory would do: the perf model's message says why
+        usable = int(gpu_spec(gpu).memory_bytes * gpu_memory_utilization) / GiB
+        raise PlanInputError(
+            f"--gpu-memory-utilization {gpu_memory_utilization:g} leaves no room for the KV cache: "
+            f"{model_spec(model).name}'s {dtype} weights and reserve need more than the {usable:.1f} GiB it makes "
+            f"usable on each {gpu_spec(gpu).name}; {_either(remedies)}"
+        ) from None
+    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
+    if input_tokens is not None and output_tokens is not None and wanted > profile.kv_capacity_tokens:
+        # vLLM refuses to start when max_model_len exceeds the KV cache: no SLO can be met
+        raise PlanInputError(
+            f"a request of {request} does not fit in one replica's KV cache "
+            f"({profile.kv_capacity_tokens:,} tokens for {profile.model} on {profile.tp}x {profile.gpu} at "
+            f"--gpu-memory-utilization {gpu_memory_utilization:g}); {_either([*remedies, 'shorten the requests'])}"
+        )
     price = gpu_price if gpu_price is not None else gpu_spec(gpu).price_per_hour
     replica_cost = price * profile.gpus
     plan: dict[str, Any] = {
@@ -136,6 +166,8 @@ def build_plan(
         "replica_capacity_rps": None,
         "operating_point": None,
         "prefill_step": None,
+        "slo_floor": None,
+        "unattainable": None,
         "rps": rps,
         "replicas_needed": None,
         "gpus": None,
@@ -155,6 +187,11 @@ def build_plan(
         "ttft_p95": _finite(op.ttft_p95),  # None: unbounded, the queue grows at the peak rate
         "limited_by": op.limited_by,
     }
+    floor = slo_floor(profile, float(input_tokens), float(output_tokens))
+    plan["slo_floor"] = None if floor is None else {"ttft_p95": floor[0], "itl": floor[1]}
+    if op.limited_by == "unattainable":
+        given = {"--slo-ttft": (slo_ttft, ttft), "--slo-itl": (slo_itl, itl)}
+        plan["unattainable"] = _unattainable(profile, input_tokens, output_tokens, floor, given, remedies)
     step = prefill_step(profile, float(input_tokens), float(output_tokens), ttft, itl)
     plan["prefill_step"] = {
         "batch": step.batch,
@@ -171,6 +208,50 @@ def build_plan(
         plan["gpus"] = replicas * profile.gpus
         plan["cost_per_hour"] = replicas * replica_cost
     return plan
+
+
+def _either(options: list[str]) -> str:
+    return ", ".join(options[:-1]) + f", or {options[-1]}"
+
+
+def _unattainable(
+    profile: ReplicaProfile,
+    i: int,
+    o: int,
+    floor: tuple[float, float] | None,
+    given: dict[str, tuple[str, float | None]],
+    remedies: list[str],
+) -> str:
+    """Why no load meets the SLO: an SLO below what an idle replica reaches (and that floor, so the user
+    knows what is reachable), or a replica that holds no request of these lengths at all."""
+    if floor is not None:
+        ttft, itl = floor
+        below = [
+            f"{flag} {text}"
+            for (flag, (text, slo)), best in zip(given.items(), floor, strict=True)
+            if slo is not None and best > slo
+        ]
+        return (
+            f"no load meets {' and '.join(below) or 'the SLO'} at {i:,} in / {o:,} out: an idle replica reaches "
+            f"TTFT P95 {_ms_up(ttft)} and mean ITL {_ms_up(itl)} at best; an SLO must be above that floor to leave "
+            "capacity"
+        )
+    _, reason = hard_limit(profile, float(i), float(o))
+    if reason == "kv_cache":
+        return (
+            f"one replica's KV cache ({profile.kv_capacity_tokens:,} tokens) holds no request of {i:,} + {o:,} "
+            f"tokens with the capacity model's {1 - KV_HEADROOM:.0%} headroom; {_either(remedies)}"
+        )
+    # the capacity model spreads a prompt over the request's output steps, beside one decode token
+    return (
+        f"one request of {i:,} + {o:,} tokens adds {1 + i / o:,.0f} tokens to every step it is in, more than "
+        f"--max-num-batched-tokens {profile.max_num_batched_tokens:,} carries; raise it or shorten the prompts"
+    )
+
+
+def _ms_up(seconds: float) -> str:
+    # rounded up: an SLO set to the figure shown is reachable
+    return f"{math.ceil(seconds * 1e4) / 10:,.1f} ms"
 
 
 def _finite(x: float) -> float | None:
@@ -239,6 +320,8 @@ def _render(plan: dict[str, Any], console: Console) -> None:
                 c.add_row("cost", f"${plan['cost_per_hour']:,.2f}/h at ${plan['gpu_price_per_hour']:g}/GPU-h")
     c.add_row("cost per replica", f"${plan['cost_per_replica_hour']:,.2f}/h ({plan['gpu_price_source']})")
     console.print(c)
+    if plan["unattainable"] is not None:
+        console.print(f"note: {plan['unattainable']}.", style="yellow")
     if plan["prefill_step"] is not None and plan["prefill_step"]["advice"] is not None:
         console.print(f"note: {plan['prefill_step']['advice']}.", style="yellow")
 

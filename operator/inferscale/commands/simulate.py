@@ -6,15 +6,16 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NamedTuple
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from inferscale.commands import checks
-from inferscale.perf import PerfError
+from inferscale.perf import PerfError, model_spec
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import curve_tables, run_fluid
@@ -51,26 +52,6 @@ def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
     return prepare_fluid(scenario) if expected > REQUEST_LEVEL_LIMIT else prepare(scenario)
 
 
-def _check_output(option: str, path: Path) -> None:
-    """Fail before the replay, not after it: a long replay's results would be lost."""
-    folder = path.parent
-    if path.is_dir():
-        raise SimulateInputError(f"{option} {path}: is a directory; give a file name")
-    if not folder.exists():
-        raise SimulateInputError(f"{option} {path}: folder {folder} does not exist")
-    if not folder.is_dir():
-        raise SimulateInputError(f"{option} {path}: {folder} is not a folder")
-    # Opening is the only reliable test: os.access says yes to root where writing fails (/proc, a read-only mount).
-    existed = path.exists()
-    try:
-        with path.open("a" if existed else "x"):
-            pass
-    except OSError as e:
-        raise SimulateInputError(f"{option} {path}: cannot write there: {e.strerror or e}") from None
-    if not existed:
-        path.unlink(missing_ok=True)
-
-
 def _policies(given: list[str] | None) -> list[str]:
     names = list(given or POLICY_NAMES)
     unknown = [repr(n) for n in dict.fromkeys(names) if n not in POLICY_NAMES]
@@ -87,7 +68,7 @@ def _check_outputs(json_out: Path | None, plot: Path | None) -> None:
     if json_out is not None and plot is not None and json_out.resolve() == plot.resolve():
         raise SimulateInputError(f"--json and --plot are the same file {plot}; give each its own")
     if json_out is not None:
-        _check_output("--json", json_out)
+        checks.output_file("--json", json_out)
     if plot is not None:
         formats = sorted(plot_formats())
         # matplotlib appends .png to a name without a suffix: the file written would not be the one checked
@@ -97,12 +78,43 @@ def _check_outputs(json_out: Path | None, plot: Path | None) -> None:
             raise SimulateInputError(
                 f"--plot {plot}: cannot write a {plot.suffix} image; use .png or one of {', '.join(formats)}"
             )
-        _check_output("--plot", plot)
+        checks.output_file("--plot", plot)
 
 
 def _span(prepared: Prepared | FluidPrepared) -> float:
     """Seconds replayed, on the scaled axis."""
     return prepared.duration if isinstance(prepared, FluidPrepared) else prepared.workload.duration
+
+
+class TooLong(NamedTuple):
+    over_context: int  # prompt + output above the model's context window
+    served: int  # of those, the ones an engine still runs: the simulator does not model vLLM's 400 for them
+    refused: int  # above one replica's KV cache: every engine refuses them, as vLLM does, and each is a miss
+
+
+def _too_long(prepared: Prepared) -> TooLong:
+    w = prepared.workload
+    length = w.input_tokens + w.output_tokens
+    over = length > model_spec(prepared.profile.model).context_tokens
+    refused = length > prepared.run_config.engine.longest_request
+    return TooLong(int(np.count_nonzero(over)), int(np.count_nonzero(over & ~refused)), int(np.count_nonzero(refused)))
+
+
+def _too_long_notes(prepared: Prepared) -> list[str]:
+    counts, n, model = _too_long(prepared), f"{len(prepared.workload):,}", model_spec(prepared.profile.model)
+    notes = []
+    if counts.refused:
+        notes.append(
+            f"note: {counts.refused:,} of {n} requests need more KV cache than one replica has "
+            f"({prepared.profile.kv_capacity_tokens:,} tokens): the engines refuse them, as vLLM does, and each "
+            "counts as a miss"
+        )
+    if counts.served:
+        notes.append(
+            f"note: {counts.served:,} of {n} requests are longer than {model.name}'s context window "
+            f"({model.context_tokens:,} tokens), which vLLM refuses; the replay serves and scores them like the others"
+        )
+    return notes
 
 
 def _too_short_warning(span: float, cfg: RunConfig) -> str | None:
@@ -142,10 +154,7 @@ def build_scenario(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
 ) -> Scenario:
-    if trace.is_dir():
-        raise SimulateInputError(f"--trace {trace}: is a directory, not a trace file")
-    if not trace.is_file():
-        raise SimulateInputError(f"--trace {trace}: no such file")
+    checks.trace_file(trace)
     checks.trace_format(fmt, TRACE_FORMATS)
     checks.seed(seed)
     checks.positive_number("--rate-scale", rate_scale)
@@ -184,10 +193,14 @@ def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) ->
         mode, requests = "fluid", round(prepared.expected_requests)
     else:
         mode, requests = "request", len(prepared.workload)
+    too_long = _too_long(prepared) if isinstance(prepared, Prepared) else None  # fluid: mean lengths, no requests
     scenario.update(
         {
             "mode": mode,
             "requests": requests,
+            "context_window_tokens": model_spec(prepared.profile.model).context_tokens,
+            "requests_over_context_window": None if too_long is None else too_long.over_context,
+            "requests_refused_too_long": None if too_long is None else too_long.refused,
             "duration_s": _span(prepared),
             "gpus_per_replica": prepared.profile.gpus,
             "initial_replicas": prepared.run_config.initial_replicas,
@@ -330,6 +343,8 @@ def simulate(
             f"{format_duration(scenario.duration)} of --duration",
             file=sys.stderr,
         )
+    for note in _too_long_notes(prepared) if isinstance(prepared, Prepared) else []:
+        print(note, file=sys.stderr)
     warning = _too_short_warning(span, prepared.run_config)
     if warning is not None:
         print(warning, file=sys.stderr)

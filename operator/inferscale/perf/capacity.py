@@ -36,6 +36,8 @@ from inferscale.perf.profile import ReplicaProfile
 TAIL = 0.05  # P95
 KV_HEADROOM = 0.9
 _ITERATIONS = 50
+# An arrival rate this fraction of the peak stands for an idle replica: where the SLOs are judged first.
+_IDLE = 1e-9
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -150,7 +152,7 @@ def operating_point(
     if slo_ttft is None and (slo_itl is None or float(queue.itl[-1]) <= slo_itl):
         return OperatingPoint(peak, float(servers), float(queue.itl[-1]), math.inf, hard_reason)
     lo, hi = 0.0, peak
-    smallest = peak * 1e-9
+    smallest = peak * _IDLE
     if violated(smallest) is not None:
         _, itl, ttft = queue.at(smallest)
         return OperatingPoint(0.0, 0.0, itl, ttft, "unattainable")
@@ -163,6 +165,19 @@ def operating_point(
             hi = mid
     batch, itl, ttft = queue.at(lo)
     return OperatingPoint(lo, batch, itl, ttft, violated(hi) or hard_reason)
+
+
+def slo_floor(profile: ReplicaProfile, input_tokens: float, output_tokens: float) -> tuple[float, float] | None:
+    """(TTFT P95, mean ITL) of an idle replica at these lengths: the best it reaches, so an SLO below either
+    is met at no load (`operating_point` says "unattainable"). None when a replica holds no such request."""
+    _check_lengths(input_tokens, output_tokens)
+    i, o = float(input_tokens), float(output_tokens)
+    servers, _ = hard_limit(profile, i, o)
+    if servers < 1:
+        return None
+    queue = ReplicaQueue(profile, i, o, servers)
+    _, itl, ttft = queue.at(float(queue.mu[-1]) * _IDLE)
+    return ttft, itl
 
 
 def replica_capacity_rps(

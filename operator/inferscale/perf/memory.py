@@ -15,6 +15,7 @@ Assumptions (vLLM V1 semantics):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from inferscale.perf.catalog import GiB, GPUSpec, ModelSpec, dtype_bytes
@@ -71,7 +72,7 @@ def memory_breakdown(
     if not 0.0 < gpu_memory_utilization <= 1.0:
         raise PerfError(f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     usable = int(gpu.memory_bytes * gpu_memory_utilization)
-    weights = -(-model.weight_bytes(weight_dtype) // tp)
+    weights = _weights_per_gpu(model, tp, weight_dtype)
     reserve = activation_reserve(model, tp, max_num_seqs, max_num_batched_tokens)
     kv = usable - weights - reserve
     if kv <= 0:
@@ -84,3 +85,30 @@ def memory_breakdown(
     per_gpu_token = per_token // tp
     blocks = kv // (per_gpu_token * block_size)
     return MemoryBreakdown(gpu.memory_bytes, usable, weights, reserve, kv, per_token, blocks * block_size)
+
+
+def _weights_per_gpu(model: ModelSpec, tp: int, weight_dtype: str) -> int:
+    return -(-model.weight_bytes(weight_dtype) // tp)
+
+
+def utilization_for(
+    model: ModelSpec,
+    gpu: GPUSpec,
+    tp: int,
+    max_num_seqs: int,
+    max_num_batched_tokens: int,
+    kv_tokens: int,
+    block_size: int = 16,
+    weight_dtype: str = "bf16",
+    kv_dtype: str = "bf16",
+) -> float:
+    """The smallest gpu_memory_utilization, in hundredths, whose KV cache holds `kv_tokens` (at least one
+    block); above 1 when no utilization does on this GPU."""
+    blocks = max(1, math.ceil(kv_tokens / block_size))
+    need = (
+        _weights_per_gpu(model, tp, weight_dtype)
+        + activation_reserve(model, tp, max_num_seqs, max_num_batched_tokens)
+        + blocks * block_size * (kv_bytes_per_token(model, kv_dtype) // tp)
+    )
+    # Rounded up, so that the value suggested is enough rather than nearly; hundredths, as people write the flag.
+    return math.ceil(need * 100 / gpu.memory_bytes) / 100

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from inferscale.perf.catalog import GPUSpec, gpu_spec, model_spec, vllm_batch_defaults
 from inferscale.perf.errors import PerfError
-from inferscale.perf.memory import MemoryBreakdown, check_tp, memory_breakdown
+from inferscale.perf.memory import MemoryBreakdown, check_tp, memory_breakdown, utilization_for
 from inferscale.perf.steptime import StepCoefficients, step_coefficients
 
 BLOCK_SIZE = 16  # vLLM's default KV block size
@@ -63,6 +63,23 @@ def replica_memory(
     check_tp(m, tp)
     seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
     return memory_breakdown(m, g, tp, gpu_memory_utilization, seqs, tokens, BLOCK_SIZE, weight_dtype)
+
+
+def utilization_needed(
+    model: str,
+    gpu: str,
+    tp: int,
+    kv_tokens: int,
+    weight_dtype: str = "bf16",
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+) -> float:
+    """The smallest gpu_memory_utilization (hundredths) at which one replica's KV cache holds `kv_tokens`;
+    above 1 when none does. Raises as `replica_memory` does for an unknown model, GPU or bad TP."""
+    m, g = model_spec(model), gpu_spec(gpu)
+    check_tp(m, tp)
+    seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
+    return utilization_for(m, g, tp, seqs, tokens, kv_tokens, BLOCK_SIZE, weight_dtype)
 
 
 def replica_profile(

@@ -70,6 +70,11 @@ class EngineConfig:
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
         return self.c0 + self.c_prefill * prefill_tokens + self.c_decode * decode_seqs + self.c_kv * context_tokens
 
+    @property
+    def longest_request(self) -> int:
+        """Prompt + output tokens above which the engine refuses a request: it could never fit the KV cache."""
+        return self.kv_capacity_tokens - self.block_size
+
 
 class Outcomes:
     """Per-request results of an offline run, indexed by request id. NaN = not (yet) known."""
@@ -193,7 +198,7 @@ class ReplicaEngine:
         """`submit` without building a Request: the offline replay's hot path."""
         if now > self.now:
             self.advance(now)
-        if input_tokens + output_tokens + self.cfg.block_size > self.cfg.kv_capacity_tokens:
+        if input_tokens + output_tokens > self.cfg.longest_request:
             self.rejected_total += 1  # vLLM refuses a prompt that can never fit; the run counts it as a miss
             return
         self._keys += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,56 @@ def test_the_format_ignores_case_like_simulate(trace: Path, tmp_path: Path) -> N
     missing = tmp_path / "missing"
     code, err = run("--trace", str(trace), "--format", "AZURE", "--kubeconfig", str(missing))
     assert code == 2 and f"cannot load Kubernetes credentials from --kubeconfig {missing}: " in err
+
+
+@pytest.mark.timeout(30)  # the old code opened the FIFO, which blocks without a writer
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("/dev/null", "--trace /dev/null: is not a regular file (a device, pipe or socket)"),
+        ("fifo", "--trace {tmp}/trace.fifo: is not a regular file"),
+        ("dir", "--trace {tmp}: is a directory, not a trace file"),
+        ("empty", "--trace {tmp}/empty.csv: is empty"),
+    ],
+)
+def test_a_trace_that_is_not_a_readable_file_says_what_it_is(tmp_path: Path, name: str, message: str) -> None:
+    os.mkfifo(tmp_path / "trace.fifo")
+    (tmp_path / "empty.csv").touch()
+    path = {"fifo": tmp_path / "trace.fifo", "dir": tmp_path, "empty": tmp_path / "empty.csv"}.get(name, name)
+    code, err = run("--trace", str(path))
+    assert code == 2 and message.format(tmp=tmp_path) in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [
+        ("azure.csv/r.json", "--results {tmp}/azure.csv/r.json: {tmp}/azure.csv is not a folder"),
+        ("azure.csv/sub/r.json", "--results {tmp}/azure.csv/sub/r.json: cannot create folder"),
+        (".", "is a directory; give a file name"),
+        ("/proc/r.json", "--results /proc/r.json: cannot write there"),
+    ],
+)
+def test_an_unwritable_results_path_exits_2_before_the_replay(
+    trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path, target: str, message: str
+) -> None:
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(tmp_path / target))
+    assert code == 2 and message.format(tmp=tmp_path) in err and err.startswith("inferscale emulate: ")
+    assert replays == []
+
+
+def test_a_missing_results_folder_is_made_before_the_replay_as_the_emulator_would_at_its_end(
+    trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path
+) -> None:
+    out = tmp_path / "runs" / "today" / "r.json"
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(out))
+    assert code == 0, err
+    assert replays and out.parent.is_dir() and not out.exists()
+
+
+def test_a_writable_results_path_is_left_as_it_was_by_the_check(
+    trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path
+) -> None:
+    out = tmp_path / "r.json"
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(out))
+    assert code == 0, err
+    assert replays and not out.exists()  # the fake replay writes nothing; the check left no file behind

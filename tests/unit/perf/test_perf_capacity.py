@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferscale.perf import PerfError, max_concurrency, operating_point, replica_capacity_rps, replica_profile
+from inferscale.perf.capacity import slo_floor
 
 H100_8B = replica_profile("llama-3.1-8b", "h100-80gb")
 
@@ -33,6 +34,26 @@ def test_unattainable_itl_gives_zero() -> None:
 def test_unattainable_ttft_gives_zero() -> None:
     # 100k-token prompts cannot prefill in 100 ms at 17 µs/token.
     assert replica_capacity_rps(H100_8B, 100_000.0, 10.0, 0.1, None) == 0.0
+
+
+@pytest.mark.parametrize(("i", "o"), [(1000.0, 200.0), (15000.0, 149.0), (100.0, 2000.0)])
+def test_the_slo_floor_is_where_an_slo_becomes_attainable(i: float, o: float) -> None:
+    floor = slo_floor(H100_8B, i, o)
+    assert floor is not None
+    ttft, itl = floor
+    assert operating_point(H100_8B, i, o, ttft * 0.999, None).limited_by == "unattainable"
+    assert operating_point(H100_8B, i, o, ttft * 1.01, None).rate_rps > 0
+    assert operating_point(H100_8B, i, o, None, itl * 0.999).limited_by == "unattainable"
+    assert operating_point(H100_8B, i, o, None, itl * 1.01).rate_rps > 0
+    # an idle replica: its own prefill and one step for TTFT, the bare step at batch 1 for ITL
+    s = H100_8B.step
+    assert itl == pytest.approx(s.c0 + s.c_prefill * i / o + s.c_decode + s.c_kv * (i + o / 2), rel=1e-6)
+    assert ttft > s.c_prefill * i + 2 * s.c0
+
+
+def test_no_slo_floor_when_a_replica_holds_no_such_request() -> None:
+    low = replica_profile("llama-3.1-8b", "h100-80gb", gpu_memory_utilization=0.25)
+    assert slo_floor(low, 19_000.0, 100.0) is None  # fits the 20,192-token cache, not with 10% headroom
 
 
 def test_without_slos_the_hard_limit_binds() -> None:

@@ -2,6 +2,7 @@ import pytest
 
 from inferscale.perf import DoesNotFit, InvalidParallelism, PerfError, replica_memory, replica_profile
 from inferscale.perf.catalog import GiB
+from inferscale.perf.profile import utilization_needed
 
 
 @pytest.mark.parametrize(
@@ -56,3 +57,28 @@ def test_tp_error_lists_valid_values() -> None:
 def test_utilization_outside_unit_interval_is_rejected(util: float) -> None:
     with pytest.raises(PerfError, match="gpu_memory_utilization must be in"):
         replica_memory("llama-3.1-8b", "h100-80gb", 1, util)
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "tp", "tokens"),
+    [
+        ("llama-3.1-8b", "h100-80gb", 1, 1),
+        ("llama-3.1-8b", "h100-80gb", 1, 111_223),
+        ("qwen3-32b", "h100-80gb", 2, 40_960),
+    ],
+)
+def test_utilization_needed_is_the_least_hundredth_that_holds_the_tokens(
+    model: str, gpu: str, tp: int, tokens: int
+) -> None:
+    enough = utilization_needed(model, gpu, tp, tokens)
+    assert enough <= 1 and round(enough * 100) == pytest.approx(enough * 100)
+    assert replica_memory(model, gpu, tp, enough).kv_capacity_tokens >= tokens
+    try:
+        short = replica_memory(model, gpu, tp, round(enough - 0.01, 2)).kv_capacity_tokens
+    except DoesNotFit:
+        short = 0
+    assert short < tokens
+
+
+def test_utilization_needed_is_above_one_when_no_utilization_will_do() -> None:
+    assert utilization_needed("llama-3.1-70b", "h100-80gb", 2, 100_000) > 1

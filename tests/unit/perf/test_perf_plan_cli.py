@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 from inferscale import cli
 from inferscale.commands.plan import plan as plan_command
 from inferscale.perf import replica_capacity_rps, replica_profile
+from inferscale.perf.capacity import slo_floor
 
 runner = CliRunner()
 # A group of its own, so `plan` is a subcommand here whatever else inferscale.cli registers.
@@ -113,6 +114,9 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
             "longer than qwen3-32b's context window (40,960 tokens)",
         ),
         ([*BASE, "--max-num-seqs", "0"], "--max-num-seqs must be a whole number >= 1, got 0"),
+        ([*BASE, *LOAD[2:], "--rps", "1e308"], "--rps must be at most 1e+07 requests/s, got 1e+308"),
+        ([*BASE, *LOAD[2:], "--rps", "10000001"], "--rps must be at most 1e+07 requests/s, got 1e+07"),
+        ([*BASE, *LOAD, "--gpu-price", "1e308"], "--gpu-price must be at most 1e+06 per GPU-hour, got 1e+308"),
     ],
 )
 def test_bad_input_is_a_message_and_exit_code_2(args: list[str], message: str) -> None:
@@ -165,3 +169,87 @@ def test_a_request_as_long_as_the_context_window_is_planned(model: str, context:
         ["plan", "--model", model, "--gpu", "h200", "--input-tokens", str(context - 100), "--output-tokens", "100"]
     )
     assert plan["input_tokens"] + plan["output_tokens"] == context
+
+
+@pytest.mark.parametrize(
+    ("slos", "named", "not_named"),
+    [
+        (["--slo-ttft", "1ms"], "--slo-ttft 1ms", "--slo-itl"),
+        (["--slo-itl", "1ms"], "--slo-itl 1ms", "--slo-ttft"),
+        (["--slo-itl", "1ms", "--slo-ttft", "1ms"], "--slo-ttft 1ms and --slo-itl 1ms", None),
+    ],
+)
+def test_an_slo_no_load_meets_is_explained_with_the_floor_one_replica_reaches(
+    slos: list[str], named: str, not_named: str | None
+) -> None:
+    plan = _json([*BASE, *LOAD, *slos])
+    ttft, itl = slo_floor(replica_profile("llama-3.1-8b", "h100-80gb"), 1000, 200) or (0.0, 0.0)
+    assert plan["slo_floor"] == {"ttft_p95": pytest.approx(ttft), "itl": pytest.approx(itl)}
+    note = plan["unattainable"]
+    assert f"no load meets {named} at 1,000 in / 200 out" in note
+    assert "TTFT P95 29.0 ms and mean ITL 5.9 ms at best" in note  # rounded up, so that SLO is reachable
+    assert not_named is None or not_named not in note
+    result = runner.invoke(app, [*BASE, *LOAD, *slos])
+    assert result.exit_code == 0 and f"note: {note}." in " ".join(result.stdout.split())  # the console wraps it
+    # the floor is what it says: an SLO just above it leaves capacity
+    assert _json([*BASE, *LOAD, "--slo-ttft", "29ms", "--slo-itl", "5.9ms"])["replica_capacity_rps"] > 0
+
+
+def test_an_attainable_slo_has_a_floor_and_no_explanation() -> None:
+    plan = _json([*BASE, *LOAD])
+    assert plan["unattainable"] is None and plan["slo_floor"]["itl"] < plan["slo_itl"]
+    assert _json(BASE)["slo_floor"] is None  # no lengths, no floor
+
+
+def _error(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    return " ".join(result.stderr.split())
+
+
+@pytest.mark.parametrize(
+    ("lengths", "message", "enough"),
+    [
+        ([], "the least that leaves a KV cache", "0.22"),
+        (["--input-tokens", "1000", "--output-tokens", "200"], "enough for one request of 1,000 + 200 tokens", "0.23"),
+    ],
+)
+def test_a_utilization_too_low_for_any_kv_cache_names_the_flag_and_the_value_that_is_enough(
+    lengths: list[str], message: str, enough: str
+) -> None:
+    text = _error([*BASE, "--gpu-memory-utilization", "0.2", *lengths])
+    assert "--gpu-memory-utilization 0.2 leaves no room for the KV cache" in text
+    assert f"raise --gpu-memory-utilization to at least {enough} ({message}), raise --tp, or use a larger --gpu" in text
+    plan = _json([*BASE, "--gpu-memory-utilization", enough, *lengths])
+    assert plan["kv_capacity_tokens"] > 0
+    assert not lengths or plan["replica_capacity_rps"] > 0
+
+
+def test_a_request_the_kv_cache_does_not_hold_names_the_utilization_that_holds_it() -> None:
+    lengths = ["--input-tokens", "100000", "--output-tokens", "100", "--slo-ttft", "none", "--slo-itl", "none"]
+    text = _error([*BASE, "--gpu-memory-utilization", "0.25", *lengths])
+    assert "(20,192 tokens for llama-3.1-8b on 1x h100-80gb at --gpu-memory-utilization 0.25)" in text
+    assert "raise --gpu-memory-utilization to at least 0.39 (enough for one request of 100,000 + 100 tokens)" in text
+    assert _json([*BASE, "--gpu-memory-utilization", "0.39", *lengths])["replica_capacity_rps"] > 0
+
+
+def test_a_request_that_fits_only_without_headroom_is_explained_with_the_utilization() -> None:
+    plan = _json([*BASE, "--gpu-memory-utilization", "0.25", "--input-tokens", "19000", "--output-tokens", "100"])
+    assert plan["replica_capacity_rps"] == 0.0 and plan["slo_floor"] is None
+    assert plan["unattainable"].startswith(
+        "one replica's KV cache (20,192 tokens) holds no request of 19,000 + 100 tokens with the capacity "
+        "model's 10% headroom; raise --gpu-memory-utilization to at least 0.26"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plan", "--model", "llama-3.1-70b", "--gpu", "h100", "--gpu-memory-utilization", "0.95"],
+        ["plan", "--model", "llama-3.1-70b", "--gpu", "h100", "--tp", "2", "--input-tokens", "100000",
+         "--output-tokens", "100"],
+    ],
+)  # fmt: skip
+def test_no_utilization_is_suggested_when_all_of_the_gpu_would_not_do(args: list[str]) -> None:
+    text = _error(args)
+    assert "--gpu-memory-utilization to" not in text and "TP" in text.upper()

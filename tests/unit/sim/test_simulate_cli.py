@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,33 @@ def test_unparsable_or_missing_trace_exits_2(tmp_path: Path) -> None:
     assert code == 2 and "is a directory" in stderr
     code, _, stderr = invoke("--trace", str(bad))
     assert "--format" in stderr  # the option to pass, not the loader's parameter
+
+
+@pytest.fixture
+def fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "trace.fifo"
+    os.mkfifo(path)
+    return path
+
+
+@pytest.mark.timeout(30)  # opening a FIFO that has no writer blocks: the old code hung there
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("/dev/null", "--trace /dev/null: is not a regular file (a device, pipe or socket)"),
+        ("fifo", "--trace {fifo}: is not a regular file (a device, pipe or socket); the trace is read more than once"),
+        ("empty", "--trace {empty}: is empty"),
+    ],
+)
+def test_a_trace_that_is_not_a_readable_file_says_what_it_is(
+    tmp_path: Path, fifo: Path, name: str, message: str
+) -> None:
+    empty = tmp_path / "empty.csv"
+    empty.touch()
+    path = {"fifo": str(fifo), "empty": str(empty)}.get(name, name)
+    code, _, stderr = invoke("--trace", path)
+    assert code == 2 and message.format(fifo=fifo, empty=empty) in stderr
+    assert "no such file" not in stderr and "Traceback" not in stderr
 
 
 def test_format_is_case_insensitive(azure_trace: Path, tmp_path: Path) -> None:
@@ -284,3 +312,41 @@ def test_the_table_shows_a_short_replays_gpu_hours_rather_than_zero() -> None:
     console.print(simulate_cmd._table({"a": result("a", 0.0333), "b": result("b", 6140.82)}, 0.5))
     text = console.export_text()
     assert "0.0333" in text and "6140.8" in text
+
+
+def test_requests_too_long_for_the_model_or_the_kv_cache_are_counted_and_noted(tmp_path: Path) -> None:
+    # llama-3.1-8b on an H100: a 131,072-token context window, a 444,304-token KV cache
+    rows = []
+    for i in range(1200):
+        tokens = {10: 200_000, 20: 500_000, 410: 200_000, 810: 140_000, 620: 600_000}.get(i, 300)
+        rows.append(f"2023-11-16 18:{10 + int(i // 120):02d}:{(i * 0.5) % 60:09.6f},{tokens},20\n")
+    trace = tmp_path / "long.csv"
+    trace.write_text(AZURE_HEADER + "".join(rows))
+    out = tmp_path / "r.json"
+    code, _, stderr = invoke(
+        "--trace", str(trace), "--policy", "static-peak", "--time-to-ready", "60s", "--json", str(out), "--workers", "1"
+    )  # fmt: skip
+    assert code == 0, stderr
+    scenario = json.loads(out.read_text())["scenario"]
+    assert scenario["context_window_tokens"] == 131_072
+    assert scenario["requests_over_context_window"] == 5 and scenario["requests_refused_too_long"] == 2
+    assert (
+        "note: 2 of 1,200 requests need more KV cache than one replica has (444,304 tokens): the engines refuse "
+        "them, as vLLM does, and each counts as a miss" in stderr
+    )
+    assert (
+        "note: 3 of 1,200 requests are longer than llama-3.1-8b's context window (131,072 tokens), which vLLM "
+        "refuses; the replay serves and scores them like the others" in stderr
+    )
+
+
+def test_a_trace_within_the_limits_has_no_note_and_zero_counts(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--json", str(out))
+    assert code == 0 and "note:" not in stderr
+    scenario = json.loads(out.read_text())["scenario"]
+    assert (scenario["requests_over_context_window"], scenario["requests_refused_too_long"]) == (0, 0)
+    fluid = tmp_path / "f.json"
+    invoke("--trace", str(azure_trace), "--policy", "static-peak", "--mode", "fluid", "--json", str(fluid))
+    scenario = json.loads(fluid.read_text())["scenario"]  # mean lengths: no request to count
+    assert (scenario["requests_over_context_window"], scenario["requests_refused_too_long"]) == (None, None)
