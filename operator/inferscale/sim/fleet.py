@@ -2,7 +2,8 @@
 
 Replicas cost GPU time from creation (cold start is paid for) and serve only once Ready, after a
 time-to-ready drawn per replica. Scale-down removes the least-loaded replicas (newest on ties; a
-pending replica has no load, so it goes first): they leave the router at once and drain their
+pending replica has no load, so it goes first), as the operator steers the ReplicaSet to with
+pod-deletion-cost (adapters.deletion_cost): they leave the router at once and drain their
 in-flight requests, billed until the last one finishes. Requests that arrive while no replica is
 Ready wait in the router's queue; that wait is part of their TTFT.
 """
