@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
-from inferscale.adapters.deletion_cost import deletion_costs, likely_removed
+from inferscale.adapters.deletion_cost import deletion_costs, removal_note, template_hashes
 from inferscale.adapters.engine_args import engine_limits
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.observation import Workload, observe, pod_loads
@@ -43,7 +43,7 @@ from inferscale.handlers import metrics
 from inferscale.handlers.collector import HistoryKey, Tick, as_selector
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.refresher import Refresher
-from inferscale.handlers.scale_down import write_costs
+from inferscale.handlers.scale_down import DEADLINE, write_costs
 from inferscale.handlers.status import (
     Condition,
     append_history,
@@ -81,6 +81,7 @@ class Runtime:
     refresher: Refresher | None = None  # None: figure refreshes are written in the tick
     deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
+    deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
 
 
 def _cr_path(ns: str, name: str) -> str:
@@ -358,33 +359,49 @@ async def _steer_scale_down(
     ts: TargetState,
     loads: Mapping[str, float],
     pods: Sequence[Mapping[str, Any]],
-    removing: int,
-) -> str:
-    """Sets the Ready pods' deletion costs before a scale-down; returns what the scale Event says of it.
-    A refused write does not stop the scale-down, whose count is right either way; it is announced once
-    per service, since the controller then picks the pods by its own order."""
-    costs = deletion_costs(ts.ready_pods, loads)
-    if not costs:
-        return ""
+    replicas: int,
+) -> str | None:
+    """Sets the Ready pods' deletion costs before a scale-down to `replicas`; returns what the scale Event
+    says of it, or None to put the scale-down off by one tick. A write that failed for a reason that may
+    pass (a timeout, throttling) puts it off once, since the pods it missed keep older costs that could
+    send a busy pod first; after that, or for any other failure, the scale-down goes ahead (its count is
+    right either way) with a Warning, once per service."""
     meta = body.get("metadata") or {}
-    due, errors = await write_costs(rt.kube, meta.get("namespace", ""), pods, costs)
     uid = meta.get("uid", "")
-    if errors:
-        metrics.KUBE_ERRORS.labels("deletion_cost").inc(len(errors))
-        if uid not in rt.refused_costs:
-            rt.refused_costs.add(uid)
-            msg = (
-                f"could not set {DELETION_COST} on {len(errors)} of {due} pod(s) ({errors[0]}); the ReplicaSet "
-                "removes pods by its own order (most recently Ready first), however many requests they hold"
-            )
-            await post_event(rt, body, "Warning", "DeletionCostFailed", msg, now)
+    ready_to_remove = len(ts.ready_pods) - replicas  # the controller removes the pods not Ready first
+    if ready_to_remove <= 0:
         return ""
-    rt.refused_costs.discard(uid)
-    chosen = likely_removed(costs, removing - ts.pending)
-    if not chosen:
+    costs = deletion_costs(ts.ready_pods, loads)
+    ready = [p for p in pods if (p.get("metadata") or {}).get("name") in ts.ready_pods]
+    try:
+        written = await write_costs(rt.kube, meta.get("namespace", ""), ready, costs, DEADLINE)
+    except Exception:  # a bug here must not cost the scale-down its place after the record written ahead
+        rt.logger.exception("%s/%s: setting deletion costs failed; scaling down without them", *_ns_name(meta))
         return ""
-    named = ", ".join(f"{pod} ({costs[pod]})" for pod in chosen)
-    return f"the idlest Ready pods go first, by requests held: {named}"
+    if not written.errors and not written.timed_out:
+        rt.refused_costs.discard(uid)
+        rt.deferred_costs.discard(uid)
+        return removal_note(costs, ready_to_remove, len(template_hashes(ready)) > 1)
+    metrics.KUBE_ERRORS.labels("deletion_cost").inc(max(1, len(written.errors)))
+    if written.transient and uid not in rt.deferred_costs:
+        rt.deferred_costs.add(uid)
+        rt.logger.info("%s/%s: deletion costs not all written; scaling down at the next tick", *_ns_name(meta))
+        return None
+    rt.deferred_costs.discard(uid)
+    if uid not in rt.refused_costs:
+        rt.refused_costs.add(uid)
+        why = f"timed out after {DEADLINE:g}s" if written.timed_out else str(written.errors[0])
+        failed = written.due if written.timed_out else len(written.errors)
+        msg = (
+            f"could not set {DELETION_COST} on {failed} of {written.due} pod(s) ({why}); those pods keep the "
+            "cost they had, if any, so the ReplicaSet may remove a busier pod than the idlest"
+        )
+        await post_event(rt, body, "Warning", "DeletionCostFailed", msg, now)
+    return ""
+
+
+def _ns_name(meta: Mapping[str, Any]) -> tuple[str, str]:
+    return meta.get("namespace", ""), meta.get("name", "")
 
 
 async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decision | None:
@@ -461,13 +478,15 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     decision = decide(obs, policy, state, now, rates)
 
     acted = ahead = False
-    steer = ""
-    if decision.changed and not advisory and (ahead := await _record_ahead(rt, body, decision.state, now)):
-        if rt.deletion_cost and decision.replicas < decision.current:
-            loads = pod_loads(
-                tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
-            )
-            steer = await _steer_scale_down(rt, body, now, ts, loads, pods, decision.current - decision.replicas)
+    steer: str | None = ""
+    if decision.changed and not advisory:
+        ahead = await _record_ahead(rt, body, decision.state, now)
+    if ahead and rt.deletion_cost and decision.replicas < decision.current:
+        loads = pod_loads(
+            tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
+        )
+        steer = await _steer_scale_down(rt, body, now, ts, loads, pods, decision.replicas)
+    if ahead and steer is not None:
         patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
         version = (deployment.get("metadata") or {}).get("resourceVersion")
         if version:
@@ -492,7 +511,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     retract = ahead and not acted
     await _write(
         rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill,
-        retract=retract, others=others, steer=steer,
+        retract=retract, others=others, steer=steer or "",
     )  # fmt: skip
     return decision
 
