@@ -242,10 +242,14 @@ def _unattainable(
             f"one replica's KV cache ({profile.kv_capacity_tokens:,} tokens) holds no request of {i:,} + {o:,} "
             f"tokens with the capacity model's {1 - KV_HEADROOM:.0%} headroom; {_either(remedies)}"
         )
-    # the capacity model spreads a prompt over the request's output steps, beside one decode token
+    # The capacity model spreads a prompt over the request's output steps, beside one decode token; vLLM
+    # chunks such a prompt over several steps instead, which the model does not size.
+    per_step = math.ceil(1 + i / o)
     return (
-        f"one request of {i:,} + {o:,} tokens adds {1 + i / o:,.0f} tokens to every step it is in, more than "
-        f"--max-num-batched-tokens {profile.max_num_batched_tokens:,} carries; raise it or shorten the prompts"
+        f"the capacity model spreads a prompt over its answer's steps, and {i:,} + {o:,} tokens put {per_step:,} "
+        f"tokens in each, more than --max-num-batched-tokens {profile.max_num_batched_tokens:,}: it cannot size a "
+        "prompt this long against an answer this short (vLLM would chunk the prompt over several steps); size "
+        "such a workload with `inferscale simulate`"
     )
 
 

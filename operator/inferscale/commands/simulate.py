@@ -105,9 +105,10 @@ def _too_long_notes(prepared: Prepared) -> list[str]:
     notes = []
     if counts.refused:
         notes.append(
-            f"note: {counts.refused:,} of {n} requests need more KV cache than one replica has "
-            f"({prepared.profile.kv_capacity_tokens:,} tokens): the engines refuse them, as vLLM does, and each "
-            "counts as a miss"
+            f"note: {counts.refused:,} of {n} requests are longer than one replica's KV cache holds "
+            f"({prepared.run_config.engine.longest_request:,} tokens, a block short of its "
+            f"{prepared.profile.kv_capacity_tokens:,}): the engines refuse them, as vLLM does, and each counts "
+            "as a miss"
         )
     if counts.served:
         notes.append(

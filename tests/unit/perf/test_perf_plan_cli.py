@@ -253,3 +253,11 @@ def test_a_request_that_fits_only_without_headroom_is_explained_with_the_utiliza
 def test_no_utilization_is_suggested_when_all_of_the_gpu_would_not_do(args: list[str]) -> None:
     text = _error(args)
     assert "--gpu-memory-utilization to" not in text and "TP" in text.upper()
+
+
+def test_a_prompt_too_long_for_its_answer_says_the_model_cannot_size_it_not_to_raise_the_budget() -> None:
+    plan = _json([*BASE, "--input-tokens", "16383", "--output-tokens", "2"])
+    note = plan["unattainable"]
+    # 1 + 16383 / 2 = 8192.5 tokens per step: rounded up, so the figure is over the budget it is compared with
+    assert "put 8,193 tokens in each, more than --max-num-batched-tokens 8,192" in note
+    assert "vLLM would chunk the prompt" in note and "raise it" not in note

@@ -331,8 +331,8 @@ def test_requests_too_long_for_the_model_or_the_kv_cache_are_counted_and_noted(t
     assert scenario["context_window_tokens"] == 131_072
     assert scenario["requests_over_context_window"] == 5 and scenario["requests_refused_too_long"] == 2
     assert (
-        "note: 2 of 1,200 requests need more KV cache than one replica has (444,304 tokens): the engines refuse "
-        "them, as vLLM does, and each counts as a miss" in stderr
+        "note: 2 of 1,200 requests are longer than one replica's KV cache holds (444,288 tokens, a block short "
+        "of its 444,304): the engines refuse them, as vLLM does, and each counts as a miss" in stderr
     )
     assert (
         "note: 3 of 1,200 requests are longer than llama-3.1-8b's context window (131,072 tokens), which vLLM "
