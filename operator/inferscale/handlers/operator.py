@@ -25,8 +25,9 @@ from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.adapters.prometheus import PrometheusReader
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Collector
-from inferscale.handlers.reconcile import Runtime, reconcile, report_failure, write_status
+from inferscale.handlers.reconcile import reconcile, report_failure, write_status
 from inferscale.handlers.refresher import Refresher
+from inferscale.handlers.runtime import Runtime
 
 log = logging.getLogger("inferscale")
 REFRESH_SHARE = 0.8  # of the idle time between ticks over which figure refreshes are spread

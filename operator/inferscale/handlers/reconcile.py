@@ -10,19 +10,15 @@ import hashlib
 import json
 import logging
 import math
-import socket
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
-from inferscale.adapters.deletion_cost import deletion_costs, removal_note, template_hashes
 from inferscale.adapters.engine_args import engine_limits
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.observation import Workload, observe, pod_loads
 from inferscale.adapters.prometheus import deployment_of
 from inferscale.adapters.workload import (
-    TargetState,
     conflicting_autoscalers,
     measured_time_to_ready,
     parse_time,
@@ -40,10 +36,9 @@ from inferscale.api.convert import (
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
-from inferscale.handlers.collector import HistoryKey, Tick, as_selector
-from inferscale.handlers.rate_history import RateHistory
-from inferscale.handlers.refresher import Refresher
-from inferscale.handlers.scale_down import DEADLINE, write_costs
+from inferscale.handlers.collector import Tick, as_selector
+from inferscale.handlers.runtime import Runtime, post_event
+from inferscale.handlers.scale_down import steer_scale_down
 from inferscale.handlers.status import (
     Condition,
     append_history,
@@ -68,55 +63,8 @@ TEMPLATE_HASH = "inferscale.dev/template-hash"
 SERVICE_LABEL = "inferscale.dev/inferenceservice"
 
 
-@dataclass
-class Runtime:
-    kube: KubeApi
-    default_interval: float
-    history: Mapping[HistoryKey, RateHistory]  # (selector group, namespace, model, Deployment)
-    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
-    instance: str = field(default_factory=socket.gethostname)
-    last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
-    # service uid -> the managed template hash whose update the API server refused, announced once
-    refused_templates: dict[str, str] = field(default_factory=dict)
-    refresher: Refresher | None = None  # None: figure refreshes are written in the tick
-    deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
-    refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
-    deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
-
-
 def _cr_path(ns: str, name: str) -> str:
     return f"/apis/{API_VERSION}/namespaces/{ns}/{PLURAL}/{name}"
-
-
-async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
-    meta = body.get("metadata") or {}
-    ns = meta.get("namespace")
-    event = {
-        "apiVersion": "v1",
-        "kind": "Event",
-        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": ns},
-        "involvedObject": {
-            "apiVersion": API_VERSION,
-            "kind": KIND,
-            "name": meta.get("name"),
-            "namespace": ns,
-            "uid": meta.get("uid"),
-        },
-        "type": kind,
-        "reason": reason,
-        "message": message[:1024],
-        "source": {"component": "inferscale"},
-        "reportingComponent": "inferscale",
-        "reportingInstance": rt.instance,
-        "firstTimestamp": rfc3339(now),
-        "lastTimestamp": rfc3339(now),
-        "count": 1,
-    }
-    try:
-        await rt.kube.create(f"/api/v1/namespaces/{ns}/events", event)
-    except KubeError as e:
-        metrics.KUBE_ERRORS.labels("event").inc()
-        rt.logger.warning("could not post event %s for %s/%s: %s", reason, ns, meta.get("name"), e)
 
 
 async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger: logging.Logger) -> bool:
@@ -352,58 +300,6 @@ async def report_failure(rt: Runtime, body: Mapping[str, Any], now: float, error
         rt.logger.warning("could not report the failure in status: %s", e)
 
 
-async def _steer_scale_down(
-    rt: Runtime,
-    body: Mapping[str, Any],
-    now: float,
-    ts: TargetState,
-    loads: Mapping[str, float],
-    pods: Sequence[Mapping[str, Any]],
-    replicas: int,
-) -> str | None:
-    """Sets the Ready pods' deletion costs before a scale-down to `replicas`; returns what the scale Event
-    says of it, or None to put the scale-down off by one tick. A write that failed for a reason that may
-    pass (a timeout, throttling) puts it off once, since the pods it missed keep older costs that could
-    send a busy pod first; after that, or for any other failure, the scale-down goes ahead (its count is
-    right either way) with a Warning, once per service."""
-    meta = body.get("metadata") or {}
-    uid = meta.get("uid", "")
-    ready_to_remove = len(ts.ready_pods) - replicas  # the controller removes the pods not Ready first
-    if ready_to_remove <= 0:
-        return ""
-    costs = deletion_costs(ts.ready_pods, loads)
-    ready = [p for p in pods if (p.get("metadata") or {}).get("name") in ts.ready_pods]
-    try:
-        written = await write_costs(rt.kube, meta.get("namespace", ""), ready, costs, DEADLINE)
-    except Exception:  # a bug here must not cost the scale-down its place after the record written ahead
-        rt.logger.exception("%s/%s: setting deletion costs failed; scaling down without them", *_ns_name(meta))
-        return ""
-    if not written.errors and not written.timed_out:
-        rt.refused_costs.discard(uid)
-        rt.deferred_costs.discard(uid)
-        return removal_note(costs, ready_to_remove, len(template_hashes(ready)) > 1)
-    metrics.KUBE_ERRORS.labels("deletion_cost").inc(max(1, len(written.errors)))
-    if written.transient and uid not in rt.deferred_costs:
-        rt.deferred_costs.add(uid)
-        rt.logger.info("%s/%s: deletion costs not all written; scaling down at the next tick", *_ns_name(meta))
-        return None
-    rt.deferred_costs.discard(uid)
-    if uid not in rt.refused_costs:
-        rt.refused_costs.add(uid)
-        why = f"timed out after {DEADLINE:g}s" if written.timed_out else str(written.errors[0])
-        failed = written.due if written.timed_out else len(written.errors)
-        msg = (
-            f"could not set {DELETION_COST} on {failed} of {written.due} pod(s) ({why}); those pods keep the "
-            "cost they had, if any, so the ReplicaSet may remove a busier pod than the idlest"
-        )
-        await post_event(rt, body, "Warning", "DeletionCostFailed", msg, now)
-    return ""
-
-
-def _ns_name(meta: Mapping[str, Any]) -> tuple[str, str]:
-    return meta.get("namespace", ""), meta.get("name", "")
-
-
 async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decision | None:
     meta = body.get("metadata") or {}
     ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
@@ -485,7 +381,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         loads = pod_loads(
             tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
         )
-        steer = await _steer_scale_down(rt, body, now, ts, loads, pods, decision.replicas)
+        steer = await steer_scale_down(rt, body, now, ts, loads, pods, decision.replicas)
     if ahead and steer is not None:
         patch: dict[str, Any] = {"spec": {"replicas": decision.replicas}}
         version = (deployment.get("metadata") or {}).get("resourceVersion")

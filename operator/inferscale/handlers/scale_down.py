@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferscale.adapters.deletion_cost import ANNOTATION, stale_costs
+from inferscale.adapters.deletion_cost import ANNOTATION, deletion_costs, removal_note, stale_costs, template_hashes
 from inferscale.adapters.kube import KubeApi, KubeError
+from inferscale.adapters.workload import TargetState
+from inferscale.handlers import metrics
+from inferscale.handlers.runtime import Runtime, post_event
 
 # The writes come before the scale in the same tick: past this, the scale goes ahead without them, so a
 # slow API server delays neither the scale-down nor the other services' ticks by more.
@@ -51,3 +54,55 @@ async def write_costs(
     except TimeoutError:
         return Written(len(due), [], timed_out=True)
     return Written(len(due), [e for e in answers if e is not None])
+
+
+async def steer_scale_down(
+    rt: Runtime,
+    body: Mapping[str, Any],
+    now: float,
+    ts: TargetState,
+    loads: Mapping[str, float],
+    pods: Sequence[Mapping[str, Any]],
+    replicas: int,
+) -> str | None:
+    """Sets the Ready pods' deletion costs before a scale-down to `replicas`; returns what the scale Event
+    says of it, or None to put the scale-down off by one tick. A write that failed for a reason that may
+    pass (a timeout, throttling) puts it off once, since the pods it missed keep older costs that could
+    send a busy pod first; after that, or for any other failure, the scale-down goes ahead (its count is
+    right either way) with a Warning, once per service."""
+    meta = body.get("metadata") or {}
+    uid = meta.get("uid", "")
+    ready_to_remove = len(ts.ready_pods) - replicas  # the controller removes the pods not Ready first
+    if ready_to_remove <= 0:
+        return ""
+    costs = deletion_costs(ts.ready_pods, loads)
+    ready = [p for p in pods if (p.get("metadata") or {}).get("name") in ts.ready_pods]
+    try:
+        written = await write_costs(rt.kube, meta.get("namespace", ""), ready, costs, DEADLINE)
+    except Exception:  # a bug here must not cost the scale-down its place after the record written ahead
+        rt.logger.exception("%s/%s: setting deletion costs failed; scaling down without them", *_ns_name(meta))
+        return ""
+    if not written.errors and not written.timed_out:
+        rt.refused_costs.discard(uid)
+        rt.deferred_costs.discard(uid)
+        return removal_note(costs, ready_to_remove, len(template_hashes(ready)) > 1)
+    metrics.KUBE_ERRORS.labels("deletion_cost").inc(max(1, len(written.errors)))
+    if written.transient and uid not in rt.deferred_costs:
+        rt.deferred_costs.add(uid)
+        rt.logger.info("%s/%s: deletion costs not all written; scaling down at the next tick", *_ns_name(meta))
+        return None
+    rt.deferred_costs.discard(uid)
+    if uid not in rt.refused_costs:
+        rt.refused_costs.add(uid)
+        why = f"timed out after {DEADLINE:g}s" if written.timed_out else str(written.errors[0])
+        failed = written.due if written.timed_out else len(written.errors)
+        msg = (
+            f"could not set {ANNOTATION} on {failed} of {written.due} pod(s) ({why}); those pods keep the "
+            "cost they had, if any, so the ReplicaSet may remove a busier pod than the idlest"
+        )
+        await post_event(rt, body, "Warning", "DeletionCostFailed", msg, now)
+    return ""
+
+
+def _ns_name(meta: Mapping[str, Any]) -> tuple[str, str]:
+    return meta.get("namespace", ""), meta.get("name", "")

@@ -11,7 +11,8 @@ from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.rate_history import RateHistory
-from inferscale.handlers.reconcile import Runtime, reconcile
+from inferscale.handlers.reconcile import reconcile
+from inferscale.handlers.runtime import Runtime
 
 NOW = 1_800_000_000.0
 

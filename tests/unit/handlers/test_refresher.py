@@ -15,8 +15,9 @@ from tests.unit.handlers.test_reconcile import GOOD, NOW, FakeKube, svc, tick
 
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.operator import Loop
-from inferscale.handlers.reconcile import Runtime, reconcile, write_status
+from inferscale.handlers.reconcile import reconcile, write_status
 from inferscale.handlers.refresher import Refresher
+from inferscale.handlers.runtime import Runtime
 
 
 class Recorder:

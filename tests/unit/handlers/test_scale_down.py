@@ -13,9 +13,10 @@ from inferscale.adapters.deletion_cost import ANNOTATION, deletion_costs, remova
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.observation import Workload, pod_loads
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
-from inferscale.handlers import reconcile as reconcile_module
+from inferscale.handlers import scale_down
 from inferscale.handlers.collector import Tick, slim
-from inferscale.handlers.reconcile import Runtime, reconcile
+from inferscale.handlers.reconcile import reconcile
+from inferscale.handlers.runtime import Runtime
 
 PODS = ["llm-7d9f8c6b5-b2x4q", "llm-7d9f8c6b5-c2x4q", "llm-7d9f8c6b5-d2x4q"]
 
@@ -199,7 +200,7 @@ class Hanging(FakeKube):
 async def test_cost_writes_that_hang_hold_the_scale_down_no_longer_than_the_deadline(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(reconcile_module, "DEADLINE", 0.05)
+    monkeypatch.setattr(scale_down, "DEADLINE", 0.05)
     kube = Hanging()
     rt = Runtime(kube=kube, default_interval=10.0, history={})  # type: ignore[arg-type]
     snapshot = fleet({PODS[0]: (12, 3), PODS[1]: (1, 0), PODS[2]: (6, 0)})
@@ -216,7 +217,7 @@ async def test_a_bug_in_the_cost_writes_does_not_cost_the_scale_down(monkeypatch
     async def broken(*args: Any, **kw: Any) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(reconcile_module, "write_costs", broken)
+    monkeypatch.setattr(scale_down, "write_costs", broken)
     kube = FakeKube()
     snapshot = fleet({PODS[0]: (12, 3), PODS[1]: (1, 0), PODS[2]: (6, 0)})
     rt = Runtime(kube=kube, default_interval=10.0, history={})  # type: ignore[arg-type]

@@ -1,0 +1,66 @@
+"""What every handler of a tick shares: the operator's long-lived state, and Events on InferenceServices."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from inferscale.adapters.kube import KubeApi, KubeError
+from inferscale.adapters.workload import rfc3339
+from inferscale.api.models import API_VERSION, KIND
+from inferscale.handlers import metrics
+
+if TYPE_CHECKING:
+    from inferscale.handlers.collector import HistoryKey
+    from inferscale.handlers.rate_history import RateHistory
+    from inferscale.handlers.refresher import Refresher
+
+
+@dataclass
+class Runtime:
+    kube: KubeApi
+    default_interval: float
+    history: Mapping[HistoryKey, RateHistory]  # (selector group, namespace, model, Deployment)
+    logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
+    instance: str = field(default_factory=socket.gethostname)
+    last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
+    # service uid -> the managed template hash whose update the API server refused, announced once
+    refused_templates: dict[str, str] = field(default_factory=dict)
+    refresher: Refresher | None = None  # None: figure refreshes are written in the tick
+    deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
+    refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
+    deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
+
+
+async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
+    meta = body.get("metadata") or {}
+    ns = meta.get("namespace")
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta.get('name')}.", "namespace": ns},
+        "involvedObject": {
+            "apiVersion": API_VERSION,
+            "kind": KIND,
+            "name": meta.get("name"),
+            "namespace": ns,
+            "uid": meta.get("uid"),
+        },
+        "type": kind,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": "inferscale"},
+        "reportingComponent": "inferscale",
+        "reportingInstance": rt.instance,
+        "firstTimestamp": rfc3339(now),
+        "lastTimestamp": rfc3339(now),
+        "count": 1,
+    }
+    try:
+        await rt.kube.create(f"/api/v1/namespaces/{ns}/events", event)
+    except KubeError as e:
+        metrics.KUBE_ERRORS.labels("event").inc()
+        rt.logger.warning("could not post event %s for %s/%s: %s", reason, ns, meta.get("name"), e)
