@@ -435,5 +435,6 @@ def test_n_a_scale_down_removes_the_pod_holding_the_fewest_requests_not_the_newe
     for pod in busy:
         annotations = cluster.kubectl_json("get", "pod", pod, "-n", namespace)["metadata"]["annotations"]
         assert annotations["controller.kubernetes.io/pod-deletion-cost"] == "12"
+        assert annotations["inferscale.dev/pod-deletion-cost"] == "12"  # inferscale's copy: the cost is its own
     (event,) = eventually(lambda: events(cluster, namespace, "ScaledDown"), 15, "a ScaledDown event")
     assert f"{idle} (0)" in event["message"], event["message"]

@@ -6,6 +6,8 @@ scale-down the operator sets `controller.kubernetes.io/pod-deletion-cost` on the
 the requests each one holds, so the controller removes the idlest ones (as the simulator's fleet does).
 The controller still removes pods that are not Ready before any Ready one, whatever their cost, and
 during a rollout the Deployment splits a scale-down between its ReplicaSets, each ranking only its own.
+A cost the operator writes is copied into a second annotation of its own (`OWNER`): a cost without that
+copy, or that differs from it, was set by someone else, and the operator then leaves the choice to it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 ANNOTATION = "controller.kubernetes.io/pod-deletion-cost"
+OWNER = "inferscale.dev/pod-deletion-cost"  # the cost inferscale wrote, to tell it from one a user set
 MAX_COST = 2**31 - 1  # the annotation is an int32
 TEMPLATE_HASH = "pod-template-hash"  # the label that tells a Deployment's ReplicaSets apart
 _NAMED = 5  # pods an Event names before it counts the rest
@@ -35,8 +38,21 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
     return pod.get("metadata") or {}
 
 
+def _annotations(pod: Mapping[str, Any]) -> Mapping[str, str]:
+    return _meta(pod).get("annotations") or {}
+
+
 def current_cost(pod: Mapping[str, Any]) -> str | None:
-    return (_meta(pod).get("annotations") or {}).get(ANNOTATION)
+    return _annotations(pod).get(ANNOTATION)
+
+
+def foreign_costs(pods: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The pods whose cost inferscale did not write (a user's, another controller's)."""
+    return sorted(
+        str(_meta(p).get("name"))
+        for p in pods
+        if current_cost(p) is not None and _annotations(p).get(OWNER) != current_cost(p)
+    )
 
 
 def stale_costs(pods: Iterable[Mapping[str, Any]], costs: Mapping[str, int]) -> dict[str, int | None]:
@@ -46,6 +62,12 @@ def stale_costs(pods: Iterable[Mapping[str, Any]], costs: Mapping[str, int]) -> 
     if not costs:
         return {name: None for name, p in by_name.items() if isinstance(name, str) and current_cost(p) is not None}
     return {pod: cost for pod, cost in costs.items() if pod in by_name and current_cost(by_name[pod]) != str(cost)}
+
+
+def cost_patch(cost: int | None) -> dict[str, Any]:
+    """The merge patch that sets a cost (or takes it off) together with inferscale's copy of it."""
+    value = None if cost is None else str(cost)
+    return {"metadata": {"annotations": {ANNOTATION: value, OWNER: value}}}
 
 
 def template_hashes(pods: Iterable[Mapping[str, Any]]) -> set[str]:

@@ -19,6 +19,7 @@ from functools import cached_property, partial
 from typing import Any
 
 from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
+from inferscale.adapters.deletion_cost import OWNER as COST_OWNER
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader, describe_failure
@@ -66,9 +67,10 @@ def slim(obj: Obj, plural: str) -> Obj:
     if plural == "pods":
         status = obj.get("status") or {}
         kept = {k: meta[k] for k in _POD_META if k in meta}
-        cost = (meta.get("annotations") or {}).get(DELETION_COST)
-        if cost is not None:
-            kept["annotations"] = {DELETION_COST: cost}
+        annotations = meta.get("annotations") or {}
+        costs = {k: annotations[k] for k in (DELETION_COST, COST_OWNER) if k in annotations}
+        if costs:
+            kept["annotations"] = costs
         return {
             "metadata": kept,
             "status": {

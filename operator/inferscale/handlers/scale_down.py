@@ -7,7 +7,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inferscale.adapters.deletion_cost import ANNOTATION, deletion_costs, removal_note, stale_costs, template_hashes
+from inferscale.adapters.deletion_cost import (
+    ANNOTATION,
+    cost_patch,
+    deletion_costs,
+    foreign_costs,
+    removal_note,
+    stale_costs,
+    template_hashes,
+)
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.workload import TargetState
 from inferscale.handlers import metrics
@@ -41,9 +49,8 @@ async def write_costs(
     deleted meanwhile (404) is no error: it is already out of the choice."""
 
     async def one(pod: str, cost: int | None) -> KubeError | None:
-        body = {"metadata": {"annotations": {ANNOTATION: None if cost is None else str(cost)}}}
         try:
-            await kube.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{pod}", body, answer=False)
+            await kube.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{pod}", cost_patch(cost), answer=False)
         except KubeError as e:
             return None if e.status == 404 else e
         return None
@@ -77,6 +84,12 @@ async def steer_scale_down(
         return ""
     costs = deletion_costs(ts.ready_pods, loads)
     ready = [p for p in pods if (p.get("metadata") or {}).get("name") in ts.ready_pods]
+    theirs = foreign_costs(ready)
+    if theirs:
+        # someone else ranks these pods: overwriting their costs would undo a choice made on purpose
+        more = f" and {len(theirs) - 3} more" if len(theirs) > 3 else ""
+        named = ", ".join(theirs[:3])
+        return f"the ReplicaSet ranks the pods by the {ANNOTATION} set on {named}{more}, not by inferscale"
     try:
         written = await write_costs(rt.kube, meta.get("namespace", ""), ready, costs, DEADLINE)
     except Exception:  # a bug here must not cost the scale-down its place after the record written ahead

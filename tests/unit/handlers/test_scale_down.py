@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 from tests.unit.handlers.test_reconcile import DEPLOYMENT, GOOD, NOW, FakeKube, engine_sample, ready_pod, svc
 
-from inferscale.adapters.deletion_cost import ANNOTATION, deletion_costs, removal_note, stale_costs
+from inferscale.adapters.deletion_cost import (
+    ANNOTATION,
+    OWNER,
+    deletion_costs,
+    foreign_costs,
+    removal_note,
+    stale_costs,
+)
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.observation import Workload, pod_loads
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
@@ -85,8 +92,8 @@ def test_only_costs_that_changed_are_written() -> None:
 
 
 def test_the_collector_keeps_the_cost_of_a_pod_and_no_other_annotation() -> None:
-    pod = {"metadata": {"name": "a", "annotations": {ANNOTATION: "4", "big": "x" * 1000}}, "status": {}}
-    assert slim(pod, "pods")["metadata"]["annotations"] == {ANNOTATION: "4"}
+    pod = {"metadata": {"name": "a", "annotations": {ANNOTATION: "4", OWNER: "4", "big": "x" * 1000}}, "status": {}}
+    assert slim(pod, "pods")["metadata"]["annotations"] == {ANNOTATION: "4", OWNER: "4"}
     assert "annotations" not in slim({"metadata": {"name": "a", "annotations": {"big": "x"}}}, "pods")["metadata"]
 
 
@@ -120,11 +127,32 @@ async def test_a_pod_that_does_not_report_is_kept_over_every_pod_that_does() -> 
     assert kube.scales() == [2]
 
 
+def test_a_cost_inferscale_did_not_write_is_told_apart_by_its_missing_or_different_copy() -> None:
+    pods = [
+        {"metadata": {"name": "ours", "annotations": {ANNOTATION: "3", OWNER: "3"}}},
+        {"metadata": {"name": "user", "annotations": {ANNOTATION: "100"}}},
+        {"metadata": {"name": "edited", "annotations": {ANNOTATION: "50", OWNER: "3"}}},
+        {"metadata": {"name": "none"}},
+    ]
+    assert foreign_costs(pods) == ["edited", "user"]
+
+
+async def test_costs_someone_else_set_are_left_alone_and_the_event_says_who_ranks() -> None:
+    kube = FakeKube()
+    pods = [ready_pod(n) for n in PODS]
+    pods[2]["metadata"]["annotations"] = {ANNOTATION: "1000"}  # an SRE keeps this pod on purpose
+    snapshot = fleet({PODS[0]: (12, 3), PODS[1]: (1, 0), PODS[2]: (6, 0)})
+    await reconcile(Runtime(kube=kube, default_interval=10.0, history={}), shrinking_tick(snapshot, pods), svc(SHRINK))  # type: ignore[arg-type]
+    assert kube.scales() == [2] and cost_writes(kube) == {}
+    (event,) = [e for e in kube.events() if e["reason"] == "ScaledDown"]
+    assert f"pod-deletion-cost set on {PODS[2]}, not by inferscale" in event["message"]
+
+
 async def test_costs_already_in_place_are_not_written_again() -> None:
     kube = FakeKube()
     pods = [ready_pod(n) for n in PODS]
     for pod, cost in zip(pods, ("15", "1", "6"), strict=True):
-        pod["metadata"]["annotations"] = {ANNOTATION: cost}
+        pod["metadata"]["annotations"] = {ANNOTATION: cost, OWNER: cost}
     snapshot = fleet({PODS[0]: (12, 3), PODS[1]: (0, 0), PODS[2]: (6, 0)})
     await reconcile(Runtime(kube=kube, default_interval=10.0, history={}), shrinking_tick(snapshot, pods), svc(SHRINK))  # type: ignore[arg-type]
     assert cost_writes(kube) == {PODS[1]: "0"}
@@ -133,13 +161,13 @@ async def test_costs_already_in_place_are_not_written_again() -> None:
 async def test_the_pods_an_earlier_scale_down_ranked_are_cleared_when_no_load_is_known() -> None:
     kube = FakeKube()
     pods = [ready_pod(n) for n in PODS]
-    pods[0]["metadata"]["annotations"] = {ANNOTATION: "0"}  # idle then, perhaps busy now
+    pods[0]["metadata"]["annotations"] = {ANNOTATION: "0", OWNER: "0"}  # idle then, perhaps busy now
     snapshot = fleet({PODS[0]: (12, 3), PODS[1]: (1, 0), PODS[2]: (6, 0)})
     gauges_failed = FleetSnapshot(NOW, snapshot.pods, frozenset({"gauges"}))
     rt = Runtime(kube=kube, default_interval=10.0, history={})  # type: ignore[arg-type]
     await reconcile(rt, shrinking_tick(gauges_failed, pods), svc(SHRINK))
     patches = [b for m, p, b in kube.calls if m == "PATCH" and "/pods/" in p]
-    assert patches == [{"metadata": {"annotations": {ANNOTATION: None}}}]
+    assert patches == [{"metadata": {"annotations": {ANNOTATION: None, OWNER: None}}}]
     assert kube.scales() == [2]
 
 
