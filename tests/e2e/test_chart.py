@@ -4,6 +4,7 @@ minimal (that account cannot read Secrets or change what it does not own)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
@@ -16,7 +17,7 @@ import pytest
 
 from tests.e2e.cluster import REPO, Cluster, eventually
 from tests.e2e.exporter import Exporter
-from tests.e2e.infsvc import replicas, service, status
+from tests.e2e.infsvc import events, replicas, service, status, waiting_seen
 from tests.e2e.operator_proc import OperatorProcess
 from tests.e2e.test_stack import gpu_deployment
 
@@ -32,6 +33,14 @@ def helm(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
 def release(cluster: Cluster, namespace: str, tmp_path: pathlib.Path) -> Iterator[tuple[str, str, Cluster]]:
     """The chart installed for one watched namespace; yields (release namespace, SA, a cluster view
     that authenticates as the chart's ServiceAccount)."""
+    with installed(cluster, namespace, tmp_path) as view:
+        yield view
+
+
+@contextlib.contextmanager
+def installed(
+    cluster: Cluster, namespace: str, tmp_path: pathlib.Path, values: str = ""
+) -> Iterator[tuple[str, str, Cluster]]:
     rel_ns = f"inferscale-{uuid.uuid4().hex[:6]}"
     helm(
         cluster,
@@ -42,7 +51,7 @@ def release(cluster: Cluster, namespace: str, tmp_path: pathlib.Path) -> Iterato
         rel_ns,
         "--create-namespace",
         "--set",
-        f"watch.allNamespaces=false,watch.namespaces={{{namespace}}}",
+        f"watch.allNamespaces=false,watch.namespaces={{{namespace}}}" + (f",{values}" if values else ""),
     )
     sa = "inferscale"
     token = cluster.kubectl("create", "token", sa, "-n", rel_ns, "--duration=1h").stdout.strip()
@@ -137,3 +146,27 @@ def test_the_operator_scales_with_only_the_charts_permissions(
         op.stop()
         exporter.stop()
     op.assert_no_tracebacks()
+
+
+def test_without_the_grant_on_pods_a_scale_down_still_happens_and_a_warning_says_why(
+    cluster: Cluster, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    # the chart installed without podDeletionCost (no patch on pods), the operator run with the costs on
+    with installed(cluster, namespace, tmp_path, "podDeletionCost=false") as (_, _, as_sa):
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 3, 1))
+        exporter = Exporter(cluster, namespace, "llm", "m").start()
+        op = OperatorProcess(as_sa, namespace, interval="5s")
+        try:
+            eventually(lambda: len(exporter.pods) == 3, 60, "3 Ready pods reporting")
+            exporter.set(kv=0.3, waiting=0, running=4)
+            eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the pods")
+            cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 1, "max": 2}))
+            op.start()
+            eventually(lambda: replicas(cluster, namespace) == 2, 30, "the scale-down to replicas.max")
+            (warning,) = eventually(lambda: events(cluster, namespace, "DeletionCostFailed"), 15, "a Warning")
+            assert warning["type"] == "Warning" and "HTTP 403" in warning["message"], warning["message"]
+            assert "may remove a busier pod than the idlest" in warning["message"]
+        finally:
+            op.stop()
+            exporter.stop()
+        op.assert_no_tracebacks()
