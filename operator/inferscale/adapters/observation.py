@@ -66,7 +66,7 @@ def pod_loads(
 ) -> dict[str, float]:
     """Requests each Ready pod holds (running and waiting), for the pods whose fresh gauges say so. A pod
     left out is one whose load is unknown, which is not the same as idle."""
-    if snapshot.unavailable or "sample_time" in snapshot.failed or "gauges" in snapshot.failed:
+    if "sample_time" in snapshot.failed or "gauges" in snapshot.failed:  # also when Prometheus is down
         return {}
     loads: dict[str, float] = {}
     for s in _named(snapshot, workload, model_name):

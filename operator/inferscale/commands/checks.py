@@ -8,6 +8,7 @@ import os
 import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from inferscale.perf import PerfError, gpu_spec
 from inferscale.perf.catalog import vllm_batch_defaults
@@ -29,6 +30,19 @@ def positive_duration(flag: str, text: str) -> float:
     if seconds <= 0:
         raise InputError(f"{flag} must be positive, got {text!r}")
     return seconds
+
+
+def http_url(flag: str, text: str) -> None:
+    try:
+        url = urlsplit(text)
+        url.port  # noqa: B018 - raises on a port that is not a number or out of range
+    except ValueError:
+        url = None
+    if url is None or url.scheme not in ("http", "https") or not url.hostname:
+        raise InputError(
+            f"{flag} {text!r} is not an http(s) URL with a host (for example "
+            "http://prometheus-operated.monitoring.svc:9090)"
+        )
 
 
 def trace_file(path: Path) -> None:

@@ -6,11 +6,12 @@ import ctypes
 import logging
 import os
 import sys
-from typing import Annotated
-from urllib.parse import urlsplit
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 import typer
 
+T = TypeVar("T")
 M_ARENA_MAX = -8  # glibc mallopt parameter
 
 
@@ -27,33 +28,13 @@ def limit_malloc_arenas(arenas: int = 2) -> bool:
         return False
 
 
-def _positive_duration(flag: str, text: str) -> float:
-    """`text` as seconds, or exit 2 with one line naming `flag`."""
-    from inferscale.commands.checks import InputError, positive_duration
+def _checked(check: Callable[..., T], *args: Any) -> T:
+    """`check(*args)` from commands.checks, or exit 2 with its one line: past this point kopf would log a
+    traceback for bad credentials and retry forever."""
+    from inferscale.commands.checks import InputError
 
     try:
-        return positive_duration(flag, text)
-    except InputError as e:
-        typer.echo(f"inferscale run: {e}", err=True)
-        raise typer.Exit(2) from None
-
-
-def _http_url(text: str) -> bool:
-    try:
-        url = urlsplit(text)
-        url.port  # noqa: B018 - raises on a port that is not a number or out of range
-    except ValueError:
-        return False
-    return url.scheme in ("http", "https") and bool(url.hostname)
-
-
-def _check_credentials(kubeconfig: str | None) -> None:
-    """Load the credentials the operator's startup will load, or exit 2 with one line: past this point
-    kopf would log a traceback for them and retry forever."""
-    from inferscale.commands.checks import InputError, credentials
-
-    try:
-        credentials(kubeconfig)
+        return check(*args)
     except InputError as e:
         typer.echo(f"inferscale run: {e}", err=True)
         raise typer.Exit(2) from None
@@ -106,22 +87,18 @@ def run(
     if not namespace and not all_namespaces:
         typer.echo("inferscale run: give --all-namespaces or at least one --namespace", err=True)
         raise typer.Exit(2)
-    if not _http_url(prometheus_url):
-        typer.echo(
-            f"inferscale run: --prometheus-url {prometheus_url!r} is not an http(s) URL with a host "
-            "(for example http://prometheus-operated.monitoring.svc:9090)",
-            err=True,
-        )
-        raise typer.Exit(2)
-    tick = _positive_duration("--interval", interval)
-    query_timeout = _positive_duration("--prometheus-timeout", prometheus_timeout)
+    from inferscale.commands import checks
+
+    _checked(checks.http_url, "--prometheus-url", prometheus_url)
+    tick = _checked(checks.positive_duration, "--interval", interval)
+    query_timeout = _checked(checks.positive_duration, "--prometheus-timeout", prometheus_timeout)
     if not 0 < metrics_port < 65536:
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)
         raise typer.Exit(2)
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads it too
     limit_malloc_arenas()  # before kopf and asyncio start any thread
-    _check_credentials(kubeconfig)
+    _checked(checks.credentials, kubeconfig)
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

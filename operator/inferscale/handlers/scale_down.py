@@ -78,7 +78,7 @@ async def steer_scale_down(
     send a busy pod first; after that, or for any other failure, the scale-down goes ahead (its count is
     right either way) with a Warning, once per service."""
     meta = body.get("metadata") or {}
-    uid = meta.get("uid", "")
+    ns, name, uid = meta.get("namespace", ""), meta.get("name", ""), meta.get("uid", "")
     ready_to_remove = len(ts.ready_pods) - replicas  # the controller removes the pods not Ready first
     if ready_to_remove <= 0:
         return ""
@@ -91,9 +91,9 @@ async def steer_scale_down(
         named = ", ".join(theirs[:3])
         return f"the ReplicaSet ranks the pods by the {ANNOTATION} set on {named}{more}, not by inferscale"
     try:
-        written = await write_costs(rt.kube, meta.get("namespace", ""), ready, costs, DEADLINE)
+        written = await write_costs(rt.kube, ns, ready, costs, DEADLINE)
     except Exception:  # a bug here must not cost the scale-down its place after the record written ahead
-        rt.logger.exception("%s/%s: setting deletion costs failed; scaling down without them", *_ns_name(meta))
+        rt.logger.exception("%s/%s: setting deletion costs failed; scaling down without them", ns, name)
         return ""
     if not written.errors and not written.timed_out:
         rt.refused_costs.discard(uid)
@@ -102,7 +102,7 @@ async def steer_scale_down(
     metrics.KUBE_ERRORS.labels("deletion_cost").inc(max(1, len(written.errors)))
     if written.transient and uid not in rt.deferred_costs:
         rt.deferred_costs.add(uid)
-        rt.logger.info("%s/%s: deletion costs not all written; scaling down at the next tick", *_ns_name(meta))
+        rt.logger.info("%s/%s: deletion costs not all written; scaling down at the next tick", ns, name)
         return None
     rt.deferred_costs.discard(uid)
     if uid not in rt.refused_costs:
@@ -115,7 +115,3 @@ async def steer_scale_down(
         )
         await post_event(rt, body, "Warning", "DeletionCostFailed", msg, now)
     return ""
-
-
-def _ns_name(meta: Mapping[str, Any]) -> tuple[str, str]:
-    return meta.get("namespace", ""), meta.get("name", "")
