@@ -19,6 +19,8 @@ from tests.e2e.infsvc import SCRAPE, TICK, condition, events, replicas, sample_r
 from tests.e2e.operator_proc import OperatorProcess
 from tests.e2e.test_stack import gpu_deployment, pods, ts
 
+COST = "controller.kubernetes.io/pod-deletion-cost"
+
 pytestmark = pytest.mark.usefixtures("crd")
 
 
@@ -434,7 +436,22 @@ def test_n_a_scale_down_removes_the_pod_holding_the_fewest_requests_not_the_newe
     assert eventually(remaining, 30, "two pods left") == busy, f"the idle pod {idle} should have gone"
     for pod in busy:
         annotations = cluster.kubectl_json("get", "pod", pod, "-n", namespace)["metadata"]["annotations"]
-        assert annotations["controller.kubernetes.io/pod-deletion-cost"] == "12"
+        assert annotations[COST] == "12"
         assert annotations["inferscale.dev/pod-deletion-cost"] == "12"  # inferscale's copy: the cost is its own
     (event,) = eventually(lambda: events(cluster, namespace, "ScaledDown"), 15, "a ScaledDown event")
     assert f"{idle} (0)" in event["message"], event["message"]
+
+    # Once no Active service scales the pods, the costs inferscale wrote come off (an HPA beside the Advisory
+    # service would be steered by them otherwise); the one a user wrote over stays.
+    mine, users = busy
+    cluster.kubectl("annotate", "pod", users, "-n", namespace, "--overwrite", f"{COST}=99")
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", mode="Advisory", replicas={"max": 2}))
+
+    def annotations(pod: str) -> dict[str, str]:
+        found: dict[str, str] = (
+            cluster.kubectl_json("get", "pod", pod, "-n", namespace)["metadata"].get("annotations") or {}
+        )
+        return {k: v for k, v in found.items() if "pod-deletion-cost" in k}
+
+    eventually(lambda: annotations(mine) == {}, 30, f"inferscale's cost taken off {mine}")
+    assert annotations(users) == {COST: "99", "inferscale.dev/pod-deletion-cost": "12"}

@@ -55,6 +55,12 @@ def foreign_costs(pods: Iterable[Mapping[str, Any]]) -> list[str]:
     )
 
 
+def owned_cost(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod carries a cost inferscale wrote (or only inferscale's copy of one taken off since)."""
+    mine = _annotations(pod).get(OWNER)
+    return mine is not None and current_cost(pod) in (None, mine)
+
+
 def stale_costs(pods: Iterable[Mapping[str, Any]], costs: Mapping[str, int]) -> dict[str, int | None]:
     """The writes that bring the pods to `costs`: changed costs only. With no costs to set, the costs an
     earlier scale-down left are taken off (None), so an old ranking does not steer this one unseen."""

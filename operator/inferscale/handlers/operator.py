@@ -25,6 +25,7 @@ from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.adapters.prometheus import PrometheusReader
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Collector
+from inferscale.handlers.cost_release import release_costs
 from inferscale.handlers.reconcile import reconcile, report_failure, write_status
 from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.runtime import Runtime
@@ -87,6 +88,10 @@ class Loop:
                     await report_failure(self.runtime, svc, tick.at, e)
 
         await asyncio.gather(*(one(s) for s in tick.services))
+        try:
+            await release_costs(self.runtime, tick)
+        except Exception:  # a bug here must not end the tick's bookkeeping
+            log.exception("taking deletion costs off pods no InferenceService scales failed")
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
 
     def healthy(self) -> tuple[bool, str]:

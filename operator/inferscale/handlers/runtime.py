@@ -33,6 +33,7 @@ class Runtime:
     deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
     deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
+    refused_releases: set[str] = field(default_factory=set)  # pod uids whose cost could not be taken off for good
 
 
 async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
