@@ -8,6 +8,7 @@ import socket
 import subprocess
 import tempfile
 import urllib.request
+from collections.abc import Sequence
 
 from tests.e2e.cluster import REPO, Cluster, eventually
 
@@ -21,8 +22,18 @@ def free_port() -> int:
 
 
 class OperatorProcess:
-    def __init__(self, cluster: Cluster, namespace: str, interval: str = "5s", extra_env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        cluster: Cluster,
+        namespace: str,
+        interval: str = "5s",
+        extra_env: dict[str, str] | None = None,
+        prometheus_url: str | None = None,
+        extra_args: Sequence[str] = (),
+    ):
         self.cluster, self.namespace, self.interval = cluster, namespace, interval
+        self.prometheus_url = prometheus_url or cluster.prometheus_url
+        self.extra_args = list(extra_args)
         self.port = free_port()
         self.env = {**cluster.env(), **(extra_env or {})}
         self.log = pathlib.Path(tempfile.mkstemp(prefix=f"inferscale-{namespace}-", suffix=".log")[1])
@@ -35,11 +46,12 @@ class OperatorProcess:
             "--namespace",
             self.namespace,
             "--prometheus-url",
-            self.cluster.prometheus_url,
+            self.prometheus_url,
             "--interval",
             self.interval,
             "--metrics-port",
             str(self.port),
+            *self.extra_args,
         ]
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=self.env, cwd=REPO)

@@ -13,6 +13,7 @@ import datetime as dt
 import json
 import math
 import re
+import ssl
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -23,6 +24,8 @@ from prometheus_api_client import PrometheusConnect
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
+
+from inferscale.adapters.prometheus_access import AccessError, PrometheusAccess
 
 PodKey = tuple[str, str, str]  # (namespace, pod, model_name)
 
@@ -247,11 +250,31 @@ NO_RETRY = Retry(total=0, raise_on_status=False)
 QUERY_THREADS = 2 * (len(QUERIES) + 1)
 
 
-def describe_failure(exc: BaseException, timeout: float) -> str:
+_REFUSED = re.compile(r"^HTTP Status Code (401|403) ")
+
+
+def _refused(status: str, authenticated: bool) -> str:
+    if authenticated:
+        return f"Prometheus refused the operator's credentials (HTTP {status}): check the token or password file"
+    return (
+        f"Prometheus answered HTTP {status}: it wants credentials; give them with --prometheus-bearer-token-file, "
+        "or --prometheus-username and --prometheus-password-file"
+    )
+
+
+def describe_failure(exc: BaseException, timeout: float, authenticated: bool = False) -> str:
     """A failed query in words an SRE can act on. The client's own messages carry the URL-encoded PromQL
     (hundreds of characters) before the cause, which requests wraps two levels deep."""
+    if (refused := _REFUSED.match(str(exc))) is not None:
+        return _refused(refused.group(1), authenticated)
     cause: BaseException | None = exc
-    for _ in range(4):
+    for _ in range(6):  # requests' SSLError wraps a retry error, urllib3's SSLError, then ssl's own
+        if isinstance(cause, AccessError):
+            return str(cause)
+        if isinstance(cause, ssl.SSLCertVerificationError):
+            return f"the TLS certificate is not trusted ({cause.verify_message}): give its CA with --prometheus-ca-file"
+        if isinstance(cause, ssl.SSLError):
+            return f"TLS failed: {cause}"[:200]
         if isinstance(cause, NewConnectionError):  # a ConnectTimeoutError too, in urllib3's hierarchy
             return "cannot connect: " + str(cause).rsplit("new connection: ", 1)[-1]
         if isinstance(cause, (ReadTimeoutError, ConnectTimeoutError, TimeoutError)):
@@ -276,16 +299,22 @@ class PrometheusReader:
     own pool). A query fails when connecting, or any read of its answer, takes longer than `timeout` seconds
     (requests bounds each read, not the whole answer); `close` ends the threads and the connections."""
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, access: PrometheusAccess | None = None) -> None:
         if not (math.isfinite(timeout) and timeout > 0):
             raise ValueError(f"the Prometheus timeout must be a positive number of seconds, got {timeout!r}")
         self.url = url
         self.timeout = timeout
-        self._client = PrometheusConnect(url=url, disable_ssl=False, retry=NO_RETRY, timeout=timeout)
+        self.access = access or PrometheusAccess()
+        self._client = PrometheusConnect(
+            url=url, retry=NO_RETRY, timeout=timeout, session=self.access.session(), auth=self.access.auth()
+        )
         # the client mounts requests' default-sized pool on the URL: replaced by one as large as the thread pool
         self._client._session.mount(url, HTTPAdapter(max_retries=NO_RETRY, pool_maxsize=QUERY_THREADS))
         self._pool = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="promql")
         self.queries_sent = 0  # for the operator's own metrics and the scale benchmark
+
+    def describe(self, exc: BaseException) -> str:
+        return describe_failure(exc, self.timeout, self.access.authenticated)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -311,7 +340,7 @@ class PrometheusReader:
         for name, answer in zip(names, answers, strict=True):
             if isinstance(answer, BaseException):
                 failed.add(name)
-                errors.append(f"{name}: {describe_failure(answer, self.timeout)}")
+                errors.append(f"{name}: {self.describe(answer)}")
                 continue
             parse_vector(name, answer, pods)
         return FleetSnapshot(at=now, pods=pods, failed=frozenset(failed), errors=tuple(errors))

@@ -16,6 +16,7 @@ from inferscale.scaling.durations import parse_duration
 
 if TYPE_CHECKING:
     from inferscale.adapters.kube import Credentials
+    from inferscale.adapters.prometheus_access import PrometheusAccess
 
 
 class InputError(ValueError):
@@ -148,3 +149,28 @@ def credentials(kubeconfig: str | None) -> Credentials:
         else:
             where = f"~/.kube/config (no --kubeconfig, KUBECONFIG or in-cluster {SA_TOKEN})"
         raise InputError(f"cannot load Kubernetes credentials from {where}: {' '.join(str(e).split())}") from None
+
+
+def prometheus_access(
+    bearer_token_file: str | None,
+    username: str | None,
+    password_file: str | None,
+    ca_file: str | None,
+    headers: list[str],
+) -> PrometheusAccess:
+    """The credentials, CA and headers for Prometheus, each file read once now so that a wrong path stops
+    the operator at start rather than failing every query."""
+    from inferscale.adapters.prometheus_access import AccessError, PrometheusAccess, parse_header
+
+    try:
+        access = PrometheusAccess(
+            bearer_token_file or None,
+            username or None,
+            password_file or None,
+            ca_file or None,
+            tuple(parse_header(h) for h in headers),
+        )
+        access.check()
+    except AccessError as e:
+        raise InputError(str(e)) from None
+    return access

@@ -48,6 +48,40 @@ def run(
     prometheus_url: Annotated[
         str, typer.Option(help="Prometheus base URL.", envvar="PROMETHEUS_URL")
     ] = "http://prometheus-operated.monitoring.svc:9090",
+    prometheus_bearer_token_file: Annotated[
+        str | None,
+        typer.Option(
+            help="Send this file's token as 'Authorization: Bearer' (read again when the file changes, as the "
+            "kubelet rotates service-account tokens); OpenShift's thanos-querier takes the pod's own "
+            "/var/run/secrets/kubernetes.io/serviceaccount/token.",
+            envvar="PROMETHEUS_BEARER_TOKEN_FILE",
+        ),
+    ] = None,
+    prometheus_username: Annotated[
+        str | None,
+        typer.Option(
+            help="Basic-auth user for Prometheus (with --prometheus-password-file).", envvar="PROMETHEUS_USERNAME"
+        ),
+    ] = None,
+    prometheus_password_file: Annotated[
+        str | None,
+        typer.Option(
+            help="File holding the basic-auth password (read again when it changes).", envvar="PROMETHEUS_PASSWORD_FILE"
+        ),
+    ] = None,
+    prometheus_ca_file: Annotated[
+        str | None,
+        typer.Option(
+            help="PEM CA bundle to verify Prometheus's TLS certificate with, instead of the system's CAs.",
+            envvar="PROMETHEUS_CA_FILE",
+        ),
+    ] = None,
+    prometheus_header: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Extra header on every query, 'Name: value' (repeatable), e.g. 'X-Scope-OrgID: team-a' for Mimir."
+        ),
+    ] = None,
     interval: Annotated[
         str,
         typer.Option(
@@ -90,6 +124,14 @@ def run(
     from inferscale.commands import checks
 
     _checked(checks.http_url, "--prometheus-url", prometheus_url)
+    access = _checked(
+        checks.prometheus_access,
+        prometheus_bearer_token_file,
+        prometheus_username,
+        prometheus_password_file,
+        prometheus_ca_file,
+        prometheus_header or [],
+    )
     tick = _checked(checks.positive_duration, "--interval", interval)
     query_timeout = _checked(checks.positive_duration, "--prometheus-timeout", prometheus_timeout)
     if not 0 < metrics_port < 65536:
@@ -112,6 +154,7 @@ def run(
         kubeconfig=kubeconfig,
         prometheus_timeout=query_timeout,
         pod_deletion_cost=pod_deletion_cost,
+        prometheus_access=access,
     )
     kopf.run(
         standalone=True,

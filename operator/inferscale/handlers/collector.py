@@ -22,7 +22,7 @@ from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
 from inferscale.adapters.deletion_cost import OWNER as COST_OWNER
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
-from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader, describe_failure
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
 from inferscale.adapters.workload import parse_time, restarts
 from inferscale.api.convert import policy_from_spec
 from inferscale.api.models import InvalidSpec, parse_spec
@@ -280,7 +280,7 @@ class Collector:
             series = await self.prom.rate_history(start, now, HISTORY_STEP, dict(sel))
         except Exception as e:  # the forecast degrades to the recent peak; never fatal
             metrics.PROMETHEUS_ERRORS.inc()
-            self.log.warning("rate history query failed: %s", describe_failure(e, self.prom.timeout))
+            self.log.warning("rate history query failed: %s", self.prom.describe(e))
             return
         # each model's total is summed once per query (its series share the query's timestamps), so that a
         # target whose pod names do not say their Deployment reads it in place as the others read their own

@@ -23,6 +23,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from inferscale.adapters.kube import Credentials, KubeApi
 from inferscale.adapters.prometheus import PrometheusReader
+from inferscale.adapters.prometheus_access import PrometheusAccess, redacted
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Collector
 from inferscale.handlers.cost_release import release_costs
@@ -43,6 +44,7 @@ class OperatorConfig:
     kubeconfig: str | None = None
     prometheus_timeout: float = 10.0
     pod_deletion_cost: bool = True
+    prometheus_access: PrometheusAccess = field(default_factory=PrometheusAccess)
 
 
 @dataclass
@@ -136,12 +138,23 @@ async def _serve(loop: Loop, port: int) -> web.AppRunner:
     return runner
 
 
+def _access_note(access: PrometheusAccess) -> str:
+    parts = [
+        "bearer token" if access.bearer_token_file else "",
+        f"basic auth as {access.username}" if access.username else "",
+        f"CA {access.ca_file}" if access.ca_file else "",
+        f"headers {', '.join(name for name, _ in access.headers)}" if access.headers else "",
+    ]
+    shown = [p for p in parts if p]
+    return f" ({'; '.join(shown)})" if shown else ""
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     configure(settings)
     cfg: OperatorConfig = memo.config
     kube = KubeApi(Credentials.load(cfg.kubeconfig))
-    prom = PrometheusReader(cfg.prometheus_url, timeout=cfg.prometheus_timeout)
+    prom = PrometheusReader(cfg.prometheus_url, timeout=cfg.prometheus_timeout, access=cfg.prometheus_access)
     collector = Collector(kube, prom, cfg.namespaces, cfg.interval)
     runtime = Runtime(
         kube=kube, default_interval=cfg.interval, history=collector.history, deletion_cost=cfg.pod_deletion_cost
@@ -153,11 +166,14 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     metrics.REGISTRY.register(counts)
     loop.counts = counts
     loop.runner = await _serve(loop, cfg.metrics_port)
+    if cfg.prometheus_access.authenticated and cfg.prometheus_url.startswith("http://"):
+        log.warning("the Prometheus credentials go over plain http: anyone on the path can read them; use https")
     collector.start()  # last: a startup that failed above (and is retried) leaves no watches behind
     loop.tasks.append(asyncio.create_task(loop.run()))
     log.info(
-        "inferscale started: prometheus %s, interval %.0fs, namespaces %s, metrics on :%d",
-        cfg.prometheus_url,
+        "inferscale started: prometheus %s%s, interval %.0fs, namespaces %s, metrics on :%d",
+        redacted(cfg.prometheus_url),
+        _access_note(cfg.prometheus_access),
         cfg.interval,
         cfg.namespaces or "all",
         cfg.metrics_port,

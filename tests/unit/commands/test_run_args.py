@@ -8,6 +8,7 @@ import kopf
 import pytest
 from typer.testing import CliRunner
 
+from inferscale.adapters.prometheus_access import PrometheusAccess
 from inferscale.cli import app
 
 
@@ -33,6 +34,10 @@ def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         (["--prometheus-url", "http://"], "is not an http(s) URL with a host"),
         (["--prometheus-url", "http://prom:99999"], "is not an http(s) URL with a host"),
         (["--prometheus-url", "ftp://prom:9090"], "is not an http(s) URL with a host"),
+        (["--prometheus-username", "u"], "--prometheus-username and --prometheus-password-file go together"),
+        (["--prometheus-bearer-token-file", "/nonexistent/t"], "--prometheus-bearer-token-file /nonexistent/t: cannot"),
+        (["--prometheus-ca-file", "/nonexistent/ca.pem"], "--prometheus-ca-file /nonexistent/ca.pem: no such file"),
+        (["--prometheus-header", "X-Scope-OrgID=a"], "--prometheus-header 'X-Scope-OrgID=a' is not 'Name: value'"),
     ],
 )
 def test_a_bad_argument_exits_2_with_its_name(args: list[str], message: str) -> None:
@@ -88,6 +93,16 @@ def test_credentials_that_load_hand_over_to_kopf(tmp_path: Path, kopf_runs: list
     assert result.exit_code == 0, result.output
     config = kopf_runs[1]["memo"].config  # type: ignore[attr-defined]
     assert config.pod_deletion_cost is False and config.prometheus_url == "https://prom.example:9091"
+    assert config.prometheus_access == PrometheusAccess()
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    result = CliRunner().invoke(
+        app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig), "--prometheus-header", "X-Scope-OrgID: a"],
+        env={"PROMETHEUS_BEARER_TOKEN_FILE": str(token)},
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    access = kopf_runs[2]["memo"].config.prometheus_access  # type: ignore[attr-defined]
+    assert access == PrometheusAccess(bearer_token_file=str(token), headers=(("X-Scope-OrgID", "a"),))
 
 
 def test_an_in_cluster_load_that_fails_names_the_service_account(

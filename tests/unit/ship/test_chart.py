@@ -106,6 +106,38 @@ def test_the_deletion_cost_grants_patch_on_pods_and_turning_it_off_drops_both_gr
     assert "--no-pod-deletion-cost" in _operator(docs)["container"]["args"]
 
 
+def test_prometheus_credentials_are_mounted_files_and_never_args(render: Render) -> None:
+    op = _operator(
+        render(
+            prometheus__basicAuth__secretName="prom-auth",
+            prometheus__ca__configMapName="openshift-service-ca.crt",
+            prometheus__ca__key="service-ca.crt",
+            prometheus__headers={"X-Scope-OrgID": "team-a"},
+        )
+    )
+    args = op["container"]["args"]
+    assert "--prometheus-password-file=/etc/inferscale/prometheus-basic-auth/password" in args
+    assert "--prometheus-ca-file=/etc/inferscale/prometheus-ca/service-ca.crt" in args
+    assert "--prometheus-header=X-Scope-OrgID: team-a" in args
+    (env,) = op["container"]["env"]
+    assert env == {
+        "name": "PROMETHEUS_USERNAME",
+        "valueFrom": {"secretKeyRef": {"name": "prom-auth", "key": "username"}},
+    }
+    mounts = {m["name"]: m for m in op["container"]["volumeMounts"]}
+    assert mounts["prometheus-basic-auth"]["readOnly"] and mounts["prometheus-ca"]["readOnly"]
+    volumes = {v["name"]: v for v in op["pod"]["volumes"]}
+    assert volumes["prometheus-basic-auth"]["secret"]["items"] == [{"key": "password", "path": "password"}]
+    assert volumes["prometheus-ca"]["configMap"]["name"] == "openshift-service-ca.crt"
+    own = _operator(render(prometheus__bearerToken__serviceAccount=True))["container"]["args"]
+    assert "--prometheus-bearer-token-file=/var/run/secrets/kubernetes.io/serviceaccount/token" in own
+    token = _operator(render(prometheus__bearerToken__secretName="prom-token"))
+    assert "--prometheus-bearer-token-file=/etc/inferscale/prometheus-token/token" in token["container"]["args"]
+    default = _operator(render())
+    assert not any("--prometheus-" in a and "--prometheus-url" not in a for a in default["container"]["args"])
+    assert "env" not in default["container"] and len(default["pod"]["volumes"]) == 1
+
+
 def test_target_only_install_drops_the_deployment_writes(render: Render) -> None:
     grants = _grants(_rules(render(rbac__managedDeployments=False), "ClusterRole"))
     assert {("apps", "deployments", v) for v in ("create", "patch")}.isdisjoint(grants)
@@ -139,6 +171,13 @@ def test_every_rbac_rule_says_why() -> None:
         (["--set", "prometheus.url=prometheus:9090"], "pattern"),
         (["--set", "replicaCount=2"], "additional properties"),
         (["--set-json", "prometheusRule.ttftSLO.objective=1.5"], "exclusiveMaximum"),
+        (["--set-json", 'prometheus.headers={"Authorization":"Bearer x"}'], "invalid propertyName 'Authorization'"),
+        (["--set-json", 'prometheus.headers={"X Org":"a"}'], "invalid propertyName 'X Org'"),
+        (
+            ["--set", "prometheus.bearerToken.secretName=t,prometheus.basicAuth.secretName=b"],
+            "give at most one way to authenticate to Prometheus, not prometheus.bearerToken.secretName and "
+            "prometheus.basicAuth.secretName",
+        ),
     ],
 )
 def test_values_schema_rejects_bad_values(helm: str, values: list[str], message: str) -> None:
