@@ -86,7 +86,7 @@ def test_chart_lints_and_installs(cluster: Cluster, release: tuple[str, str, Clu
     helm(cluster, "lint", str(REPO / "charts" / "inferscale"))
     dep = cluster.kubectl_json("get", "deployment", "inferscale", "-n", rel_ns)
     pod = dep["spec"]["template"]["spec"]
-    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "Recreate"
+    assert dep["spec"]["replicas"] == 1 and dep["spec"]["strategy"]["type"] == "RollingUpdate"  # under the Lease
     assert pod["securityContext"]["runAsNonRoot"] is True
     container = pod["containers"][0]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -124,15 +124,25 @@ def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, s
         assert not can_i(cluster, verb, res, namespace, rel_ns, sa), f"the chart's account may {verb} {res}"
     # Watching one namespace grants nothing in others.
     assert not can_i(cluster, "patch", "deployments.apps/scale", "default", rel_ns, sa)
+    # The leader Lease: created in the release's namespace, and only that one renewed.
+    assert can_i(cluster, "create", "leases.coordination.k8s.io", rel_ns, rel_ns, sa)
+    who = f"--as=system:serviceaccount:{rel_ns}:{sa}"
+    for lease, allowed_there in (("inferscale", "yes"), ("kube-controller-manager", "no")):
+        out = cluster.kubectl("auth", "can-i", "patch", f"leases.coordination.k8s.io/{lease}", "-n", rel_ns, who,
+                              check=False).stdout.strip()  # fmt: skip
+        assert out == allowed_there, f"patch lease {lease}: {out}"
+    assert not can_i(cluster, "create", "leases.coordination.k8s.io", namespace, rel_ns, sa)
 
 
 def test_the_operator_scales_with_only_the_charts_permissions(
     cluster: Cluster, namespace: str, release: tuple[str, str, Cluster]
 ) -> None:
-    _, _, as_sa = release
+    rel_ns, _, as_sa = release
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1))
     exporter = Exporter(cluster, namespace, "llm", "m").start()
-    op = OperatorProcess(as_sa, namespace, interval="5s")
+    # as the chart runs it: under the Lease, in the release's namespace
+    lease = ["--leader-elect", "--leader-elect-namespace", rel_ns, "--leader-elect-lease", "inferscale"]
+    op = OperatorProcess(as_sa, namespace, interval="5s", extra_args=lease)
     try:
         exporter.set(kv=0.95, waiting=20, running=30)
         cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
@@ -142,6 +152,8 @@ def test_the_operator_scales_with_only_the_charts_permissions(
         assert st["reason"]
         op_out = op.output()
         assert "403" not in op_out and "Forbidden" not in op_out, op_out[-3000:]
+        held = cluster.kubectl_json("get", "lease", "inferscale", "-n", rel_ns)["spec"]["holderIdentity"]
+        assert f"holding the lease {rel_ns}/inferscale as {held}" in op_out
     finally:
         op.stop()
         exporter.stop()

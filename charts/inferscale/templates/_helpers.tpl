@@ -111,3 +111,16 @@ The rules the operator needs in every namespace it watches. Each rule says why; 
   )
 )
 {{- end }}
+
+{{- define "inferscale.leaseRules" -}}
+# Leader election: create the Lease the replicas compete for (create cannot be narrowed to a name: the object
+# does not exist yet).
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  verbs: ["create"]
+# Leader election: read and renew (or take over, or release) that one Lease, and no other.
+- apiGroups: ["coordination.k8s.io"]
+  resources: ["leases"]
+  resourceNames: [{{ include "inferscale.fullname" . | quote }}]
+  verbs: ["get", "patch"]
+{{- end }}

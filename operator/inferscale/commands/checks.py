@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import math
 import os
+import re
+import socket
 import stat
+import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -17,6 +20,7 @@ from inferscale.scaling.durations import parse_duration
 if TYPE_CHECKING:
     from inferscale.adapters.kube import Credentials
     from inferscale.adapters.prometheus_access import PrometheusAccess
+    from inferscale.handlers.operator import LeaseConfig
 
 
 class InputError(ValueError):
@@ -174,3 +178,29 @@ def prometheus_access(
     except AccessError as e:
         raise InputError(str(e)) from None
     return access
+
+
+SA_NAMESPACE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+
+
+def lease(enabled: bool, namespace: str | None, name: str) -> LeaseConfig | None:
+    """Where the leader Lease lives and who this candidate is; None without --leader-elect."""
+    from inferscale.handlers.operator import LeaseConfig
+
+    if not enabled:
+        return None
+    if not namespace:
+        try:
+            namespace = Path(SA_NAMESPACE).read_text().strip()
+        except OSError:
+            raise InputError(
+                "--leader-elect needs the Lease's namespace: give --leader-elect-namespace (or POD_NAMESPACE); "
+                f"outside a pod there is no {SA_NAMESPACE}"
+            ) from None
+    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
+        raise InputError(f"--leader-elect-namespace {namespace!r} is not a namespace name")
+    if not _DNS_NAME.match(name) or len(name) > 253:
+        raise InputError(f"--leader-elect-lease {name!r} is not a valid object name (lowercase, digits, '-', '.')")
+    return LeaseConfig(namespace, name, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")

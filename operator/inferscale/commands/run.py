@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import logging
 import os
@@ -107,6 +108,21 @@ def run(
             "to the requests each holds, so the ReplicaSet removes the idlest (needs patch on pods)."
         ),
     ] = True,
+    leader_elect: Annotated[
+        bool,
+        typer.Option(
+            help="Act only while holding a coordination.k8s.io Lease, so that a second replica can stand by "
+            "and take over within about 15 s; the process exits when it loses the Lease."
+        ),
+    ] = False,
+    leader_elect_namespace: Annotated[
+        str | None,
+        typer.Option(
+            help="Namespace of the Lease (default: POD_NAMESPACE, else the pod's own namespace).",
+            envvar="POD_NAMESPACE",
+        ),
+    ] = None,
+    leader_elect_lease: Annotated[str, typer.Option(help="Name of the Lease.")] = "inferscale",
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Debug logging.")] = False,
 ) -> None:
     """Run the operator: read engine metrics, decide replicas, scale, explain."""
@@ -137,6 +153,7 @@ def run(
     if not 0 < metrics_port < 65536:
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)
         raise typer.Exit(2)
+    lease = _checked(checks.lease, leader_elect, leader_elect_namespace, leader_elect_lease)
     if kubeconfig:
         os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads it too
     limit_malloc_arenas()  # before kopf and asyncio start any thread
@@ -155,10 +172,19 @@ def run(
         prometheus_timeout=query_timeout,
         pod_deletion_cost=pod_deletion_cost,
         prometheus_access=access,
+        lease=lease,
     )
+    # an asyncio.Event binds to kopf's loop when first awaited; kopf waits for a threading.Event in a thread
+    # that nothing would release on a SIGTERM, which keeps the process from exiting
+    memo = kopf.Memo(config=config, stop=asyncio.Event())
     kopf.run(
         standalone=True,
         clusterwide=all_namespaces,
         namespaces=list(namespace or []),
-        memo=kopf.Memo(config=config),
+        memo=memo,
+        stop_flag=memo.stop,
     )
+    loop = getattr(memo, "loop", None)
+    if loop is not None and loop.lost is not None:
+        typer.echo(f"inferscale run: lost the leader lease ({loop.lost}); exiting", err=True)
+        raise typer.Exit(1)

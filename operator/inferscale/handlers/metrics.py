@@ -53,6 +53,11 @@ PROMETHEUS_ERRORS = Counter("inferscale_prometheus_query_errors", "PromQL querie
 KUBE_ERRORS = Counter(
     "inferscale_kubernetes_errors", "Kubernetes API calls that failed.", ("operation",), registry=REGISTRY
 )
+LEADER = Gauge(
+    "inferscale_leader",
+    "1 while this process acts: it holds the leader Lease (run --leader-elect), or runs without one.",
+    registry=REGISTRY,
+)
 LAST_TICK = Gauge("inferscale_last_tick_timestamp_seconds", "When the last complete tick finished.", registry=REGISTRY)
 
 

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -27,6 +28,7 @@ from inferscale.adapters.prometheus_access import PrometheusAccess, redacted
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Collector
 from inferscale.handlers.cost_release import release_costs
+from inferscale.handlers.leader import Elector
 from inferscale.handlers.reconcile import reconcile, report_failure, write_status
 from inferscale.handlers.refresher import Refresher
 from inferscale.handlers.runtime import Runtime
@@ -45,6 +47,14 @@ class OperatorConfig:
     prometheus_timeout: float = 10.0
     pod_deletion_cost: bool = True
     prometheus_access: PrometheusAccess = field(default_factory=PrometheusAccess)
+    lease: LeaseConfig | None = None  # None: no leader election, this process acts at once
+
+
+@dataclass(frozen=True)
+class LeaseConfig:
+    namespace: str
+    name: str
+    identity: str
 
 
 @dataclass
@@ -57,6 +67,9 @@ class Loop:
     runner: web.AppRunner | None = None
     counts: metrics.RequestCounts | None = None
     started: float = field(default_factory=time.time)
+    elector: Elector | None = None
+    election: asyncio.Task[None] | None = None
+    lost: str | None = None  # why leadership ended, which ends the process
 
     async def run(self) -> None:
         while not self.stopped.is_set():
@@ -96,7 +109,29 @@ class Loop:
             log.exception("taking deletion costs off pods no InferenceService scales failed")
         metrics.RECONCILE_DURATION.observe(time.monotonic() - started)
 
+    def start(self) -> None:
+        self.started = time.time()
+        self.collector.start()
+        self.tasks.append(asyncio.create_task(self.run()))
+
+    async def lead(self, stop: Callable[[], None]) -> None:
+        """Acquire the Lease, tick while it is held, and end the process once it is lost."""
+        assert self.elector is not None
+        await self.elector.acquire()
+        metrics.LEADER.set(1)
+        self.start()
+        self.lost = await self.elector.hold()
+        metrics.LEADER.set(0)
+        self.stopped.set()
+        for task in self.tasks:
+            task.cancel()  # a tick in flight stops at its next await: the new leader decides from status
+        log.error("stopped acting: %s; exiting so that the Deployment starts a standby", self.lost)
+        stop()
+
     def healthy(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.leader and self.lost is None:
+            held = f"held by {self.elector.holder}" if self.elector.holder else "not held yet"
+            return True, f"standby: the lease {self.elector.namespace}/{self.elector.name} is {held}"
         last = self.collector.last_success
         grace = 3 * self.collector.interval + 30
         now = time.time()
@@ -166,10 +201,17 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     metrics.REGISTRY.register(counts)
     loop.counts = counts
     loop.runner = await _serve(loop, cfg.metrics_port)
+    if cfg.lease is not None:
+        loop.elector = Elector(kube, cfg.lease.namespace, cfg.lease.name, cfg.lease.identity)
     if cfg.prometheus_access.authenticated and cfg.prometheus_url.startswith("http://"):
         log.warning("the Prometheus credentials go over plain http: anyone on the path can read them; use https")
-    collector.start()  # last: a startup that failed above (and is retried) leaves no watches behind
-    loop.tasks.append(asyncio.create_task(loop.run()))
+    # last: a startup that failed above (and is retried) leaves no watches behind
+    if loop.elector is None:
+        metrics.LEADER.set(1)
+        loop.start()
+    else:
+        stop: asyncio.Event | None = getattr(memo, "stop", None)
+        loop.election = asyncio.create_task(loop.lead(stop.set if stop is not None else lambda: None))
     log.info(
         "inferscale started: prometheus %s%s, interval %.0fs, namespaces %s, metrics on :%d",
         redacted(cfg.prometheus_url),
@@ -187,12 +229,17 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         return
     loop.stopped.set()
     loop.wake.set()
+    if loop.election is not None:
+        loop.election.cancel()
     for task in loop.tasks:
         task.cancel()
-    await asyncio.gather(*loop.tasks, return_exceptions=True)
+    await asyncio.gather(*loop.tasks, *([loop.election] if loop.election else []), return_exceptions=True)
     await loop.collector.stop()
     if loop.runtime.refresher is not None:
         await loop.runtime.refresher.finish()
+    if loop.elector is not None:
+        await loop.elector.release()  # after the last write: the standby may act from the next moment
+        metrics.LEADER.set(0)
     if loop.runner is not None:
         await loop.runner.cleanup()
     if loop.counts is not None:

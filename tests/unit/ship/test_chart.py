@@ -30,11 +30,17 @@ def _operator(docs: list[dict[str, Any]]) -> dict[str, Any]:
     return {"deployment": deployment, "container": container, "pod": deployment["spec"]["template"]["spec"]}
 
 
-def test_operator_runs_once_with_recreate_and_the_run_flags(render: Render) -> None:
+def test_operator_acts_under_the_lease_rolls_its_upgrades_and_has_the_run_flags(render: Render) -> None:
     op = _operator(render())
     assert op["deployment"]["spec"]["replicas"] == 1
-    assert op["deployment"]["spec"]["strategy"] == {"type": "Recreate"}
+    assert op["deployment"]["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     args = op["container"]["args"]
+    assert "--leader-elect" in args and "--leader-elect-lease=inferscale" in args
+    env = {e["name"]: e for e in op["container"]["env"]}
+    assert env["POD_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
     assert "--all-namespaces" in args
     assert "--prometheus-url=http://prometheus-operated.monitoring.svc:9090" in args
     assert "--metrics-port=8080" in args
@@ -43,6 +49,29 @@ def test_operator_runs_once_with_recreate_and_the_run_flags(render: Render) -> N
     assert probe["path"] == "/healthz"
     assert op["container"]["ports"][0]["containerPort"] == 8080
     assert op["container"]["image"] == "ghcr.io/inferscale/inferscale:0.1.0"
+
+
+def test_without_leader_election_one_replica_is_replaced_not_rolled(render: Render) -> None:
+    docs = render(leaderElection__enabled=False)
+    op = _operator(docs)
+    assert op["deployment"]["spec"]["strategy"] == {"type": "Recreate"}
+    assert not any(a.startswith("--leader-elect") for a in op["container"]["args"]) and "env" not in op["container"]
+    assert by_kind(docs, "Role") == []
+    assert _operator(render(replicas=3))["deployment"]["spec"]["replicas"] == 3
+
+
+def test_the_lease_role_grants_that_one_lease_in_the_releases_namespace(render: Render) -> None:
+    (role,) = [r for r in by_kind(render(), "Role") if r["metadata"]["name"] == "inferscale-leader-election"]
+    assert role["metadata"]["namespace"] == "inferscale"
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["inferscale"],
+            "verbs": ["get", "patch"],
+        },
+    ]
 
 
 def test_digest_wins_over_tag(render: Render) -> None:
@@ -74,7 +103,8 @@ def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
 def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
     docs = render()
     grants = _grants(_rules(docs, "ClusterRole"))
-    assert by_kind(docs, "Role") == []
+    assert [r["metadata"]["name"] for r in by_kind(docs, "Role")] == ["inferscale-leader-election"]
+    assert not any(r == "leases" for _, r, _ in grants), "the Lease is granted in the release's namespace only"
     needed = {
         ("inferscale.dev", "inferenceservices", "list"),
         ("inferscale.dev", "inferenceservices/status", "patch"),
@@ -119,7 +149,7 @@ def test_prometheus_credentials_are_mounted_files_and_never_args(render: Render)
     assert "--prometheus-password-file=/etc/inferscale/prometheus-basic-auth/password" in args
     assert "--prometheus-ca-file=/etc/inferscale/prometheus-ca/service-ca.crt" in args
     assert "--prometheus-header=X-Scope-OrgID: team-a" in args
-    (env,) = op["container"]["env"]
+    env = next(e for e in op["container"]["env"] if e["name"] == "PROMETHEUS_USERNAME")
     assert env == {
         "name": "PROMETHEUS_USERNAME",
         "valueFrom": {"secretKeyRef": {"name": "prom-auth", "key": "username"}},
@@ -135,7 +165,7 @@ def test_prometheus_credentials_are_mounted_files_and_never_args(render: Render)
     assert "--prometheus-bearer-token-file=/etc/inferscale/prometheus-token/token" in token["container"]["args"]
     default = _operator(render())
     assert not any("--prometheus-" in a and "--prometheus-url" not in a for a in default["container"]["args"])
-    assert "env" not in default["container"] and len(default["pod"]["volumes"]) == 1
+    assert [e["name"] for e in default["container"]["env"]] == ["POD_NAMESPACE"] and len(default["pod"]["volumes"]) == 1
 
 
 def test_target_only_install_drops_the_deployment_writes(render: Render) -> None:
@@ -147,8 +177,8 @@ def test_target_only_install_drops_the_deployment_writes(render: Render) -> None
 def test_namespaced_install_has_a_role_per_namespace_and_nothing_cluster_wide(render: Render) -> None:
     docs = render(watch__allNamespaces=False, watch__namespaces=["llm", "batch"])
     assert by_kind(docs, "ClusterRole") == [] and by_kind(docs, "ClusterRoleBinding") == []
-    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["batch", "llm"]
-    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["batch", "llm"]
+    assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["batch", "inferscale", "llm"]
+    assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["batch", "inferscale", "llm"]
     args = _operator(docs)["container"]["args"]
     assert "--namespace=llm" in args and "--namespace=batch" in args and "--all-namespaces" not in args
     assert _grants(by_kind(docs, "Role")[0]["rules"]) == _grants(_rules(render(), "ClusterRole"))
@@ -170,6 +200,8 @@ def test_every_rbac_rule_says_why() -> None:
         (["--set", "metricsPort=80"], "minimum"),
         (["--set", "prometheus.url=prometheus:9090"], "pattern"),
         (["--set", "replicaCount=2"], "additional properties"),
+        (["--set", "replicas=0"], "minimum"),
+        (["--set", "replicas=2,leaderElection.enabled=false"], "replicas above 1 need leaderElection.enabled"),
         (["--set-json", "prometheusRule.ttftSLO.objective=1.5"], "exclusiveMaximum"),
         (["--set-json", 'prometheus.headers={"Authorization":"Bearer x"}'], "invalid propertyName 'Authorization'"),
         (["--set-json", 'prometheus.headers={"X Org":"a"}'], "invalid propertyName 'X Org'"),

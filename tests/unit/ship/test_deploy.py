@@ -49,6 +49,8 @@ def test_kustomize_builds_the_whole_base() -> None:
             "ServiceAccount",
             "ClusterRole",
             "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
             "Service",
             "Deployment",
         ]

@@ -1,0 +1,162 @@
+"""Leader election on a Lease: one holder at a time, a standby takes over only a whole lease duration after
+the holder's last renewal it saw, a holder that cannot renew stops before that, and a released Lease is taken
+at the next try. Two candidates share one Lease store that checks resourceVersions as the API server does;
+fake loop time (looptime)."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from typing import Any
+
+import pytest
+
+from inferscale.adapters.kube import KubeError
+from inferscale.adapters.lease import LeaseRecord, Seen, lease_spec, may_take, observe
+from inferscale.handlers.leader import Elector
+
+
+class Leases:
+    """One Lease as the API server keeps it: a write with a stale resourceVersion is refused (409)."""
+
+    def __init__(self) -> None:
+        self.lease: dict[str, Any] | None = None
+        self.version = 0
+        self.writes: list[str] = []  # holderIdentity of each accepted write
+
+    def _stored(self, lease: dict[str, Any]) -> dict[str, Any]:
+        self.version += 1
+        lease["metadata"]["resourceVersion"] = str(self.version)
+        self.lease = lease
+        self.writes.append(lease["spec"]["holderIdentity"])
+        return copy.deepcopy(lease)
+
+
+class Kube:
+    """A candidate's view of the API server; `down` makes every request fail as a partition would."""
+
+    def __init__(self, store: Leases) -> None:
+        self.store, self.down = store, False
+
+    def _check(self) -> None:
+        if self.down:
+            raise KubeError(0, "ClientConnectorError: unreachable")
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self._check()
+        if self.store.lease is None:
+            raise KubeError(404, "not found")
+        return copy.deepcopy(self.store.lease)
+
+    async def create(self, path: str, body: dict[str, Any], strict: bool = False) -> dict[str, Any]:
+        self._check()
+        if self.store.lease is not None:
+            raise KubeError(409, "already exists")
+        return self.store._stored(copy.deepcopy(body))
+
+    async def merge_patch(self, path: str, body: dict[str, Any], answer: bool = True, strict: bool = False) -> Any:
+        self._check()
+        assert self.store.lease is not None
+        if body["metadata"]["resourceVersion"] != self.store.lease["metadata"]["resourceVersion"]:
+            raise KubeError(409, "the object has been modified")
+        lease = copy.deepcopy(self.store.lease)
+        lease["spec"].update(body["spec"])
+        return self.store._stored(lease)
+
+
+def candidate(store: Leases, me: str) -> tuple[Elector, Kube]:
+    kube = Kube(store)
+    loop = asyncio.get_running_loop()
+    return Elector(kube, "ops", "inferscale", me, clock=loop.time, wall=loop.time), kube  # type: ignore[arg-type]
+
+
+def record(holder: str, renewed: str = "t1", transitions: int = 0) -> LeaseRecord:
+    return LeaseRecord(holder, 15.0, renewed, transitions, "t0", "1")
+
+
+def test_a_lease_expires_by_the_candidates_own_clock_from_when_it_last_changed() -> None:
+    seen = observe(None, record("a"), now=100.0)
+    assert not may_take(seen, "b", 114.9)
+    seen = observe(seen, record("a"), now=110.0)  # unchanged: the clock keeps running from 100
+    assert seen.at == 100.0 and may_take(seen, "b", 115.0)
+    renewed = observe(seen, record("a", renewed="t2"), now=112.0)
+    assert renewed.at == 112.0 and not may_take(renewed, "b", 115.0)
+    assert may_take(Seen(record(""), 100.0), "b", 100.0), "a released lease is free at once"
+    assert may_take(Seen(record("b"), 100.0), "b", 100.0), "one's own lease is renewed at any time"
+
+
+def test_a_takeover_counts_a_transition_and_a_renewal_keeps_the_acquire_time() -> None:
+    first = lease_spec("a", 15, 0.0, None)
+    assert first["leaseTransitions"] == 0 and first["holderIdentity"] == "a"
+    held = LeaseRecord("a", 15.0, first["renewTime"], 0, first["acquireTime"], "1")
+    renewal = lease_spec("a", 15, 5.0, held)
+    assert renewal["acquireTime"] == first["acquireTime"] and renewal["renewTime"] != first["renewTime"]
+    assert renewal["leaseTransitions"] == 0
+    assert lease_spec("b", 15, 30.0, held)["leaseTransitions"] == 1
+
+
+@pytest.mark.looptime
+async def test_one_leader_and_a_standby_that_takes_over_only_after_a_whole_lease_duration() -> None:
+    store = Leases()
+    a, kube_a = candidate(store, "a")
+    b, _ = candidate(store, "b")
+    await a.acquire()
+    loop = asyncio.get_running_loop()
+    holding = asyncio.create_task(a.hold())
+    standby = asyncio.create_task(b.acquire())
+    await asyncio.sleep(60.0)
+    assert not standby.done() and not holding.done(), "while a renews, b stands by"
+    assert set(store.writes) == {"a"} and b.holder == "a"
+
+    kube_a.down = True  # a is cut off from the API server: it can no longer renew
+    cut = loop.time()
+    assert await holding == "the lease could not be renewed for 10s"
+    stopped = loop.time() - cut
+    await standby
+    taken = loop.time() - cut
+    assert stopped <= a.renew_deadline + a.retry, f"a stops acting {stopped:.1f}s after losing the API server"
+    assert taken >= b.duration - b.retry, f"b took over {taken:.1f}s after a's last renewal"
+    assert stopped < taken, "the old leader stops before the new one starts"
+    assert b.leader and not a.leader and store.writes[-1] == "b"
+    assert store.lease is not None and store.lease["spec"]["leaseTransitions"] == 1
+
+
+@pytest.mark.looptime
+async def test_a_leader_that_sees_another_holder_stops_at_once() -> None:
+    store = Leases()
+    a, _ = candidate(store, "a")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    assert store.lease is not None
+    store.lease["spec"]["holderIdentity"] = "intruder"  # e.g. a takeover during a long pause of a's process
+    store.lease["metadata"]["resourceVersion"] = "99"
+    assert await holding == "intruder holds the lease now"
+    assert not a.leader
+
+
+@pytest.mark.looptime
+async def test_a_released_lease_is_taken_at_the_next_try_not_after_a_lease_duration() -> None:
+    store = Leases()
+    a, _ = candidate(store, "a")
+    b, _ = candidate(store, "b")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    standby = asyncio.create_task(b.acquire())
+    await asyncio.sleep(20.0)
+    holding.cancel()
+    await a.release()
+    loop = asyncio.get_running_loop()
+    released = loop.time()
+    await standby
+    assert loop.time() - released <= b.retry
+    assert not a.leader and b.leader
+
+
+@pytest.mark.looptime
+async def test_two_candidates_creating_the_lease_at_once_make_one_leader() -> None:
+    store = Leases()
+    a, _ = candidate(store, "a")
+    b, _ = candidate(store, "b")
+    first = await asyncio.gather(a.try_once(), b.try_once())
+    assert sorted(first) == [False, True]
+    assert len(store.writes) == 1
