@@ -94,6 +94,16 @@ def test_chart_lints_and_installs(cluster: Cluster, release: tuple[str, str, Clu
     assert cluster.kubectl_json("get", "crd", "inferenceservices.inferscale.dev")["spec"]["group"] == "inferscale.dev"
 
 
+def test_two_replicas_install_spread_over_nodes_with_a_disruption_budget(
+    cluster: Cluster, namespace: str, tmp_path: pathlib.Path
+) -> None:
+    with installed(cluster, namespace, tmp_path, "replicas=2") as (rel_ns, _, _):
+        pdb = cluster.kubectl_json("get", "poddisruptionbudget", "inferscale", "-n", rel_ns)
+        assert pdb["spec"]["minAvailable"] == 1
+        pod = cluster.kubectl_json("get", "deployment", "inferscale", "-n", rel_ns)["spec"]["template"]["spec"]
+        assert "podAntiAffinity" in pod["affinity"]
+
+
 def test_rbac_is_minimal(cluster: Cluster, namespace: str, release: tuple[str, str, Cluster]) -> None:
     rel_ns, sa, _ = release
     allowed = [

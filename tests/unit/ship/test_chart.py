@@ -60,6 +60,19 @@ def test_without_leader_election_one_replica_is_replaced_not_rolled(render: Rend
     assert _operator(render(replicas=3))["deployment"]["spec"]["replicas"] == 3
 
 
+def test_a_standby_is_spread_from_the_leaders_node_and_a_drain_keeps_one(render: Render) -> None:
+    docs = render(replicas=2)
+    terms = _operator(docs)["pod"]["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert terms[0]["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+    (pdb,) = by_kind(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"] == _operator(docs)["deployment"]["spec"]["selector"]["matchLabels"]
+    single = render()
+    assert by_kind(single, "PodDisruptionBudget") == [] and "affinity" not in _operator(single)["pod"]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}
+    assert _operator(render(replicas=2, affinity=own))["pod"]["affinity"] == own, "a user's affinity wins"
+
+
 def test_the_lease_role_grants_that_one_lease_in_the_releases_namespace(render: Render) -> None:
     (role,) = [r for r in by_kind(render(), "Role") if r["metadata"]["name"] == "inferscale-leader-election"]
     assert role["metadata"]["namespace"] == "inferscale"
