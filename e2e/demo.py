@@ -273,6 +273,12 @@ def main() -> int:
             "18080",
             "--kubeconfig",
             str(kc),
+            # as the chart runs it: acting only while it holds the release's Lease
+            "--leader-elect",
+            "--leader-elect-namespace",
+            RELEASE_NS,
+            "--leader-elect-lease",
+            "inferscale",
         ],
         stdout=op_log,
         stderr=subprocess.STDOUT,
