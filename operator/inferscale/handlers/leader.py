@@ -91,7 +91,10 @@ class Elector:
         try:
             return await asyncio.wait_for(self.try_once(), max(0.1, within))
         except (KubeError, TimeoutError) as e:
-            log.warning("lease %s/%s: %s", self.namespace, self.name, e)
+            log.warning("lease %s/%s: %s", self.namespace, self.name, e or "no answer in time")
+            return False
+        except (ValueError, TypeError, KeyError) as e:  # a Lease that is not what a Lease should be
+            log.warning("lease %s/%s: unreadable (%s: %s)", self.namespace, self.name, type(e).__name__, e)
             return False
 
     async def acquire(self) -> None:

@@ -117,10 +117,17 @@ class Loop:
     async def lead(self, stop: Callable[[], None]) -> None:
         """Acquire the Lease, tick while it is held, and end the process once it is lost."""
         assert self.elector is not None
-        await self.elector.acquire()
-        metrics.LEADER.set(1)
-        self.start()
-        self.lost = await self.elector.hold()
+        try:
+            await self.elector.acquire()
+            metrics.LEADER.set(1)
+            self.start()
+            self.lost = await self.elector.hold()
+        except asyncio.CancelledError:
+            raise  # the operator is stopping: cleanup stops the tick and releases the Lease
+        except Exception as e:  # a bug here must not leave the tick running on a Lease nobody renews
+            log.exception("leader election failed")
+            self.elector.leader = False
+            self.lost = f"leader election failed ({type(e).__name__}: {e})"
         metrics.LEADER.set(0)
         self.stopped.set()
         for task in self.tasks:

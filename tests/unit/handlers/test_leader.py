@@ -160,3 +160,36 @@ async def test_two_candidates_creating_the_lease_at_once_make_one_leader() -> No
     first = await asyncio.gather(a.try_once(), b.try_once())
     assert sorted(first) == [False, True]
     assert len(store.writes) == 1
+
+
+@pytest.mark.looptime
+async def test_a_lease_that_cannot_be_read_is_a_failed_renewal_not_a_crash() -> None:
+    store = Leases()
+    a, _ = candidate(store, "a")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    assert store.lease is not None
+    store.lease["spec"]["leaseDurationSeconds"] = "fifteen"  # someone wrote nonsense into it
+    assert await holding == "the lease could not be renewed for 10s"
+
+
+@pytest.mark.looptime
+async def test_a_bug_in_the_election_stops_the_tick_instead_of_leaving_it_unguarded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from inferscale.handlers.operator import Loop
+
+    store = Leases()
+    elector, _ = candidate(store, "a")
+
+    async def broken() -> str:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(elector, "hold", broken)
+    started: list[bool] = []
+    loop = Loop(collector=None, runtime=None, elector=elector)  # type: ignore[arg-type]
+    monkeypatch.setattr(loop, "start", lambda: started.append(True))
+    stopped: list[bool] = []
+    await loop.lead(lambda: stopped.append(True))
+    assert started == [True] and stopped == [True] and loop.stopped.is_set()
+    assert loop.lost == "leader election failed (RuntimeError: a bug)" and not elector.leader
