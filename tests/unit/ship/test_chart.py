@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from typing import Any
 
 import pytest
@@ -258,6 +260,7 @@ def test_prometheus_rule_alerts(render: Render) -> None:
     assert 'inferscale_condition{type="CapacityBlocked"} == 1' in alerts["InferscaleCapacityBlocked"]["expr"]
     assert 'inferscale_condition{type="MetricsAvailable"} == 0' in alerts["InferscaleMetricsUnavailable"]["expr"]
     assert 'up{job="inferscale-metrics"}' in alerts["InferscaleOperatorDown"]["expr"]
+    assert alerts["InferscaleNoLeader"]["expr"] == 'max(inferscale_leader{job="inferscale-metrics"}) < 1'
     assert "{{ $labels.namespace }}" in alerts["InferscaleCapacityBlocked"]["annotations"]["summary"]
 
 
@@ -300,3 +303,15 @@ def test_chart_crd_is_not_templated(helm: str) -> None:
     assert "kubectl apply --server-side" in (CHART / "templates" / "NOTES.txt").read_text()
     result = run_helm(helm, "template", "x", str(CHART), "--kube-version", KUBE_VERSION, "--include-crds")
     assert "kind: CustomResourceDefinition" in result.stdout
+
+
+def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Any) -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not found (make setup installs Debian's prometheus, which ships it)")
+    (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
+    path = tmp_path / "rules.yml"
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"SUCCESS: {sum(len(g['rules']) for g in rule['spec']['groups'])} rules found" in result.stdout
