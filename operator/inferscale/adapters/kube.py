@@ -33,6 +33,9 @@ def collection_path(group_version: str, plural: str, namespace: str | None) -> s
     return f"{base}/namespaces/{namespace}/{plural}" if namespace else f"{base}/{plural}"
 
 
+FENCED = 499  # a write refused by the operator itself, not the server: it does not hold the leader Lease
+
+
 class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -80,8 +83,17 @@ class Credentials:
 
 
 class KubeApi:
-    def __init__(self, creds: Credentials, timeout: float = 30.0, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        creds: Credentials,
+        timeout: float = 30.0,
+        concurrency: int = 16,
+        fence: Callable[[], bool] | None = None,
+    ) -> None:
         self.creds = creds
+        # Under leader election: checked just before every write is sent, so a leader whose Lease may have
+        # passed to a standby (a renewal overdue, a process paused) writes nothing more.
+        self.fence = fence
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=10.0)
         self._session: aiohttp.ClientSession | None = None
         # Watches hold a connection each for minutes: their own pool, without aiohttp's limit of 100
@@ -120,6 +132,8 @@ class KubeApi:
             self._session = aiohttp.ClientSession(timeout=self._timeout)
         data = json.dumps(body) if body is not None else None
         async with self._sem:
+            if method != "GET" and self.fence is not None and not self.fence():
+                raise KubeError(FENCED, f"{method} {path} not sent: this operator no longer holds the leader Lease")
             self.requests_sent += 1
             try:
                 async with self._session.request(

@@ -37,12 +37,11 @@ class LeaseRecord:
         )
 
     def same_term(self, other: LeaseRecord | None) -> bool:
-        """Whether `other` is this record unchanged (the holder has not renewed since)."""
-        return other is not None and (self.holder, self.renew_time, self.transitions) == (
-            other.holder,
-            other.renew_time,
-            other.transitions,
-        )
+        """Whether `other` is this record unchanged (the holder has not renewed since). The resourceVersion
+        changes with every write, so a renewal whose renewTime reads the same (a wall clock stepped back)
+        still counts as one."""
+        mine = (self.holder, self.renew_time, self.transitions, self.resource_version)
+        return other is not None and mine == (other.holder, other.renew_time, other.transitions, other.resource_version)
 
 
 @dataclass(frozen=True)

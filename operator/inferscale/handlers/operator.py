@@ -137,8 +137,11 @@ class Loop:
 
     def healthy(self) -> tuple[bool, str]:
         if self.elector is not None and not self.elector.leader and self.lost is None:
+            where = f"the lease {self.elector.namespace}/{self.elector.name}"
+            if not self.elector.standby_healthy():
+                return False, f"standby: no answer about {where} for {3 * self.elector.duration}s (see the log)"
             held = f"held by {self.elector.holder}" if self.elector.holder else "not held yet"
-            return True, f"standby: the lease {self.elector.namespace}/{self.elector.name} is {held}"
+            return True, f"standby: {where} is {held}"
         last = self.collector.last_success
         grace = 3 * self.collector.interval + 30
         now = time.time()
@@ -195,7 +198,13 @@ def _access_note(access: PrometheusAccess) -> str:
 async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     configure(settings)
     cfg: OperatorConfig = memo.config
-    kube = KubeApi(Credentials.load(cfg.kubeconfig))
+    creds = Credentials.load(cfg.kubeconfig)
+    elector: Elector | None = None
+    if cfg.lease is not None:
+        # a client of its own, with a timeout well inside the renew deadline: renewals never queue behind a tick
+        own = KubeApi(creds, timeout=5.0, concurrency=2)
+        elector = Elector(own, cfg.lease.namespace, cfg.lease.name, cfg.lease.identity)
+    kube = KubeApi(creds, fence=elector.may_write if elector is not None else None)
     prom = PrometheusReader(cfg.prometheus_url, timeout=cfg.prometheus_timeout, access=cfg.prometheus_access)
     collector = Collector(kube, prom, cfg.namespaces, cfg.interval)
     runtime = Runtime(
@@ -208,8 +217,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     metrics.REGISTRY.register(counts)
     loop.counts = counts
     loop.runner = await _serve(loop, cfg.metrics_port)
-    if cfg.lease is not None:
-        loop.elector = Elector(kube, cfg.lease.namespace, cfg.lease.name, cfg.lease.identity)
+    loop.elector = elector
     if cfg.prometheus_access.authenticated and cfg.prometheus_url.startswith("http://"):
         log.warning("the Prometheus credentials go over plain http: anyone on the path can read them; use https")
     # last: a startup that failed above (and is retried) leaves no watches behind
@@ -236,17 +244,22 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         return
     loop.stopped.set()
     loop.wake.set()
+    if loop.elector is not None:
+        loop.elector.closing = True
     if loop.election is not None:
         loop.election.cancel()
     for task in loop.tasks:
         task.cancel()
-    await asyncio.gather(*loop.tasks, *([loop.election] if loop.election else []), return_exceptions=True)
+    await asyncio.gather(*loop.tasks, return_exceptions=True)
+    if loop.election is not None:
+        await asyncio.wait([loop.election], timeout=10)  # it stops at its next step even if the cancel was lost
     await loop.collector.stop()
     if loop.runtime.refresher is not None:
         await loop.runtime.refresher.finish()
     if loop.elector is not None:
         await loop.elector.release()  # after the last write: the standby may act from the next moment
         metrics.LEADER.set(0)
+        await loop.elector.kube.close()
     if loop.runner is not None:
         await loop.runner.cleanup()
     if loop.counts is not None:

@@ -85,3 +85,31 @@ def test_other_kinds_keep_their_spec_but_not_kubectls_copy_of_it() -> None:
         "spec": {"model": {"name": "m"}},
         "status": {"replicas": 2},
     }
+
+
+async def test_a_fenced_client_reads_but_sends_no_write() -> None:
+    from inferscale.adapters.kube import FENCED, KubeError
+
+    hits: list[str] = []
+
+    async def any_request(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        return web.json_response({"kind": "Status"})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", any_request)
+    async with local_api(app) as kube:
+        leading = [True]
+        kube.fence = lambda: leading[0]
+        await kube.merge_patch("/apis/apps/v1/namespaces/ns/deployments/llm/scale", {"spec": {"replicas": 2}})
+        leading[0] = False  # the Lease may have passed to a standby
+        for write in (
+            kube.merge_patch("/apis/apps/v1/namespaces/ns/deployments/llm/scale", {"spec": {"replicas": 3}}),
+            kube.create("/api/v1/namespaces/ns/events", {"kind": "Event"}),
+            kube.delete("/api/v1/namespaces/ns/pods/p"),
+        ):
+            with pytest.raises(KubeError) as refused:
+                await write
+            assert refused.value.status == FENCED and "no longer holds the leader Lease" in str(refused.value)
+        await kube.get("/api/v1/namespaces/ns/pods")
+    assert hits == ["PATCH", "GET"], "no write left the process once the fence closed"

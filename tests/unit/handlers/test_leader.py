@@ -33,39 +33,52 @@ class Leases:
 
 
 class Kube:
-    """A candidate's view of the API server; `down` makes every request fail as a partition would."""
+    """A candidate's view of the API server; `down` makes every request fail as a partition would.
+    `before`: seconds a request takes to reach the store; `after`: seconds its answer takes to come back."""
 
-    def __init__(self, store: Leases) -> None:
+    def __init__(self, store: Leases, before: float = 0.0, after: float = 0.0) -> None:
         self.store, self.down = store, False
+        self.before, self.after = before, after
 
     def _check(self) -> None:
         if self.down:
             raise KubeError(0, "ClientConnectorError: unreachable")
 
     async def get(self, path: str) -> dict[str, Any]:
+        await asyncio.sleep(self.before)
         self._check()
         if self.store.lease is None:
             raise KubeError(404, "not found")
-        return copy.deepcopy(self.store.lease)
+        answer = copy.deepcopy(self.store.lease)
+        await asyncio.sleep(self.after)
+        return answer
 
     async def create(self, path: str, body: dict[str, Any], strict: bool = False) -> dict[str, Any]:
+        await asyncio.sleep(self.before)
         self._check()
         if self.store.lease is not None:
             raise KubeError(409, "already exists")
-        return self.store._stored(copy.deepcopy(body))
+        stored = self.store._stored(copy.deepcopy(body))
+        await asyncio.sleep(self.after)
+        return stored
 
     async def merge_patch(self, path: str, body: dict[str, Any], answer: bool = True, strict: bool = False) -> Any:
+        await asyncio.sleep(self.before)
         self._check()
         assert self.store.lease is not None
         if body["metadata"]["resourceVersion"] != self.store.lease["metadata"]["resourceVersion"]:
             raise KubeError(409, "the object has been modified")
         lease = copy.deepcopy(self.store.lease)
         lease["spec"].update(body["spec"])
-        return self.store._stored(lease)
+        stored = self.store._stored(lease)
+        await asyncio.sleep(self.after)
+        if self.down:
+            raise KubeError(0, "ClientConnectorError: the answer was lost")
+        return stored
 
 
-def candidate(store: Leases, me: str) -> tuple[Elector, Kube]:
-    kube = Kube(store)
+def candidate(store: Leases, me: str, before: float = 0.0, after: float = 0.0) -> tuple[Elector, Kube]:
+    kube = Kube(store, before, after)
     loop = asyncio.get_running_loop()
     return Elector(kube, "ops", "inferscale", me, clock=loop.time, wall=loop.time), kube  # type: ignore[arg-type]
 
@@ -170,6 +183,7 @@ async def test_a_lease_that_cannot_be_read_is_a_failed_renewal_not_a_crash() -> 
     holding = asyncio.create_task(a.hold())
     assert store.lease is not None
     store.lease["spec"]["leaseDurationSeconds"] = "fifteen"  # someone wrote nonsense into it
+    store.lease["metadata"]["resourceVersion"] = "99"  # so the holder's next write is refused and it reads
     assert await holding == "the lease could not be renewed for 10s"
 
 
@@ -193,3 +207,63 @@ async def test_a_bug_in_the_election_stops_the_tick_instead_of_leaving_it_unguar
     await loop.lead(lambda: stopped.append(True))
     assert started == [True] and stopped == [True] and loop.stopped.is_set()
     assert loop.lost == "leader election failed (RuntimeError: a bug)" and not elector.leader
+
+
+@pytest.mark.parametrize(
+    ("leader_delays", "standby_delays"),
+    [((0.0, 0.0), (0.0, 0.0)), ((0.0, 5.0), (0.0, 0.0)), ((0.0, 3.0), (4.0, 0.0)), ((3.0, 1.0), (0.0, 4.0))],
+    ids=["prompt", "renewals-answered-late", "late-answers-and-slow-reads", "slow-both-ways"],
+)
+@pytest.mark.looptime
+async def test_two_candidates_never_may_write_at_once_however_late_the_answers(
+    leader_delays: tuple[float, float], standby_delays: tuple[float, float]
+) -> None:
+    store = Leases()
+    a, kube_a = candidate(store, "a", *leader_delays)
+    b, _ = candidate(store, "b", *standby_delays)
+    loop = asyncio.get_running_loop()
+    both: list[float] = []
+    leaders: list[str] = []
+
+    async def watch() -> None:
+        while True:
+            if a.may_write() and b.may_write():
+                both.append(loop.time())
+            now = "a" if a.may_write() else "b" if b.may_write() else ""
+            if now and (not leaders or leaders[-1] != now):
+                leaders.append(now)
+            await asyncio.sleep(0.01)
+
+    watching = asyncio.create_task(watch())
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    await asyncio.sleep(9.0)
+    standby = asyncio.create_task(b.acquire())
+    await asyncio.sleep(20.0)
+    kube_a.down = True  # from now on a's renewals and their answers are lost
+    await standby
+    await holding
+    await asyncio.sleep(1.0)
+    watching.cancel()
+    assert both == [], f"both could write at {both[:3]}"
+    assert leaders == ["a", "b"], leaders
+
+
+@pytest.mark.looptime
+async def test_the_holder_counts_its_deadline_from_sending_and_a_standby_from_reading() -> None:
+    """The renewal was committed somewhere between its send and its answer: the holder assumes the send,
+    the earliest; a standby dates what it read by the read's return, the latest. Both err on the safe side."""
+    store = Leases()
+    a, _ = candidate(store, "a", before=0.0, after=4.0)
+    loop = asyncio.get_running_loop()
+    sent = loop.time()
+    await a.acquire()
+    assert loop.time() - sent == pytest.approx(4.0)
+    await asyncio.sleep(10.0 - 4.0 - 0.1)
+    assert a.may_write()
+    await asyncio.sleep(0.2)
+    assert not a.may_write(), "10 s after the send, not after the answer"
+    b, _ = candidate(store, "b", before=0.0, after=3.0)
+    asked = loop.time()
+    assert not await b.try_once()
+    assert b.seen is not None and b.seen.at == pytest.approx(asked + 3.0)
