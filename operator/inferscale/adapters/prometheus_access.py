@@ -54,12 +54,27 @@ class FileSecret:
             return self._value
 
 
+_B64TOKEN = re.compile(r"^[A-Za-z0-9\-._~+/]+=*$")  # RFC 6750's b64token: what a bearer header may carry
+
+
+def bearer_token(secret: FileSecret) -> str:
+    """The token, refused without being quoted when a header cannot carry it (an inner line break, a
+    space): requests would put the whole header, token included, into an error message that reaches status."""
+    token = secret.read()
+    if not _B64TOKEN.match(token):
+        raise AccessError(
+            f"{secret.flag} {secret.path}: the token has characters a bearer token cannot have "
+            "(a line break or a space inside it?)"
+        )
+    return token
+
+
 class _Bearer(AuthBase):
     def __init__(self, token: FileSecret) -> None:
         self.token = token
 
     def __call__(self, r: requests.PreparedRequest) -> requests.PreparedRequest:
-        r.headers["Authorization"] = f"Bearer {self.token.read()}"
+        r.headers["Authorization"] = f"Bearer {bearer_token(self.token)}"
         return r
 
 
@@ -115,8 +130,10 @@ class PrometheusAccess:
             )
         if bool(self.username) != bool(self.password_file):
             raise AccessError("--prometheus-username and --prometheus-password-file go together; give both")
-        for secret in self._secrets():
-            secret.read()
+        if self.bearer_token_file:
+            bearer_token(FileSecret("--prometheus-bearer-token-file", self.bearer_token_file))
+        if self.password_file:
+            FileSecret("--prometheus-password-file", self.password_file).read()
         if self.ca_file:
             try:
                 ssl.create_default_context(cafile=self.ca_file)
@@ -124,13 +141,6 @@ class PrometheusAccess:
                 raise AccessError(f"--prometheus-ca-file {self.ca_file}: no such file") from None
             except (ssl.SSLError, OSError, ValueError) as e:
                 raise AccessError(f"--prometheus-ca-file {self.ca_file}: not a PEM CA bundle ({e})") from None
-
-    def _secrets(self) -> list[FileSecret]:
-        if self.bearer_token_file:
-            return [FileSecret("--prometheus-bearer-token-file", self.bearer_token_file)]
-        if self.password_file:
-            return [FileSecret("--prometheus-password-file", self.password_file)]
-        return []
 
     def auth(self) -> AuthBase | None:
         if self.bearer_token_file:

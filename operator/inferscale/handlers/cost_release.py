@@ -30,22 +30,18 @@ def _meta(pod: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def unsteered(tick: Tick) -> list[Obj]:
     """The pods carrying inferscale's cost that no Active InferenceService scales: its target is scaled by
-    an HPA or a ScaledObject, or no valid Active service names it. A namespace where a scaled target is not
-    in the tick's view (a cache still filling) is skipped: its pods cannot be told apart this tick."""
+    an HPA or a ScaledObject, or no valid Active service names it. A named target that does not exist
+    protects nothing: the tick's view comes from caches in sync (or a fresh list), so no pod is its."""
     steered: dict[str, list[Obj]] = {}
-    blind: set[str] = set()
     for ns, target in tick.services_by_target:
         if conflicting_autoscalers(ns, "Deployment", target, tick.hpas, tick.scaled_objects):
             continue  # the service stands down (Conflict): the other autoscaler scales these pods
         deployment = tick.deployments.get((ns, target))
-        if deployment is None:
-            blind.add(ns)
-            continue
-        steered.setdefault(ns, []).append((deployment.get("spec") or {}).get("selector") or {})
+        if deployment is not None:
+            steered.setdefault(ns, []).append((deployment.get("spec") or {}).get("selector") or {})
     return [
         pod
         for ns, pods in sorted(tick.pods.items())
-        if ns not in blind
         for pod in pods
         if owned_cost(pod)
         and not _meta(pod).get("deletionTimestamp")

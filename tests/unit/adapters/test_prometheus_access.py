@@ -164,3 +164,18 @@ def test_a_header_must_be_name_colon_value_and_not_a_secret(text: str, message: 
 def test_a_password_in_the_url_is_not_logged() -> None:
     assert redacted("https://u:pw@prom.example:9090/x") == "https://u:***@prom.example:9090/x"
     assert redacted("http://prom:9090") == "http://prom:9090"
+
+
+def test_a_token_a_header_cannot_carry_is_refused_without_being_quoted(guarded: Guarded, tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("first")
+    access = PrometheusAccess(bearer_token_file=str(token))
+    access.check()
+    token.write_text("secret-part-one\nsecret-part-two\n")  # a Secret made from a file with a line break inside
+    errors = snapshot_errors(guarded.url, access)
+    assert len(errors) == len(QUERIES)
+    assert all("the token has characters a bearer token cannot have" in e for e in errors), errors
+    assert not any("secret-part" in e for e in errors), "the token must not reach status"
+    with pytest.raises(AccessError, match="cannot have") as refused:
+        access.check()
+    assert "secret-part" not in str(refused.value)

@@ -88,11 +88,15 @@ async def test_nothing_is_released_without_a_whole_view_of_the_cluster() -> None
     pods = [costed("llm-a")]
     kube = FakeKube()
     assert await release_costs(runtime(kube), a_tick([], pods, kube_error="HTTP 500")) == 0
-    # the service's Deployment is not in the view yet: its pods cannot be told from an orphan's
-    t = a_tick([svc(GOOD)], pods, deployments={})
-    assert unsteered(t) == []
-    assert await release_costs(runtime(kube), t) == 0
     assert kube.calls == []
+
+
+def test_a_service_whose_target_does_not_exist_blocks_no_release_beside_it() -> None:
+    typo = svc({**GOOD, "scaleTargetRef": {"name": "lllm"}})
+    typo["metadata"] = {**typo["metadata"], "name": "typo", "uid": "u9"}
+    pods = [costed("llm-a"), costed("other-a", app="other")]
+    t = a_tick([typo, svc({**GOOD, "scaleTargetRef": {"name": "other"}})], pods)
+    assert [p["metadata"]["name"] for p in unsteered(t)] == ["llm-a"]
 
 
 async def test_with_the_costs_switched_off_the_operator_does_not_touch_pods() -> None:

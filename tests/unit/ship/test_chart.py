@@ -261,6 +261,7 @@ def test_prometheus_rule_alerts(render: Render) -> None:
     assert 'inferscale_condition{type="MetricsAvailable"} == 0' in alerts["InferscaleMetricsUnavailable"]["expr"]
     assert 'up{job="inferscale-metrics"}' in alerts["InferscaleOperatorDown"]["expr"]
     assert alerts["InferscaleNoLeader"]["expr"] == 'max(inferscale_leader{job="inferscale-metrics"}) < 1'
+    assert alerts["InferscaleTwoLeaders"]["expr"] == 'sum(inferscale_leader{job="inferscale-metrics"}) > 1'
     assert "{{ $labels.namespace }}" in alerts["InferscaleCapacityBlocked"]["annotations"]["summary"]
 
 
