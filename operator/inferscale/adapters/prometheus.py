@@ -291,8 +291,6 @@ def describe_failure(exc: BaseException, timeout: float, authenticated: bool = F
             if isinstance(inner, BaseException)
             else next((a for a in cause.args if isinstance(a, BaseException)), None)
         )
-    if "Invalid header" in str(exc):  # requests quotes the header, and a header may be a secret
-        return "an HTTP header of the query is not valid (a line break in a --prometheus-header value?)"
     return f"{type(exc).__name__}: {exc}"[:300]
 
 

@@ -13,12 +13,13 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inferscale.adapters.deletion_cost import cost_patch, owned_cost
+from inferscale.adapters.deletion_cost import owned_cost
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.workload import conflicting_autoscalers, selector_matches
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import Obj, Tick
 from inferscale.handlers.runtime import Runtime
+from inferscale.handlers.scale_down import patch_cost
 
 BATCH = 100  # pods released per tick: a fleet stood down at once is released over a few ticks, not in a burst
 DEADLINE = 5.0  # the releases come after the tick's decisions; past this the rest wait for the next tick
@@ -49,17 +50,6 @@ def unsteered(tick: Tick) -> list[Obj]:
     ]
 
 
-async def _release(rt: Runtime, pod: Mapping[str, Any]) -> KubeError | None:
-    meta = _meta(pod)
-    try:
-        await rt.kube.merge_patch(
-            f"/api/v1/namespaces/{meta.get('namespace')}/pods/{meta.get('name')}", cost_patch(None), answer=False
-        )
-    except KubeError as e:
-        return None if e.status == 404 else e
-    return None
-
-
 async def release_costs(rt: Runtime, tick: Tick) -> int:
     """Takes inferscale's cost off the unsteered pods (`BATCH` at most); returns how many were released. A
     pod whose patch is refused for good (a 403 once the grant is gone) is not tried again while the operator
@@ -71,7 +61,10 @@ async def release_costs(rt: Runtime, tick: Tick) -> int:
         return 0
     try:
         answers: Sequence[KubeError | None] = await asyncio.wait_for(
-            asyncio.gather(*(_release(rt, p) for p in due)), DEADLINE
+            asyncio.gather(
+                *(patch_cost(rt.kube, _meta(p).get("namespace", ""), _meta(p).get("name", ""), None) for p in due)
+            ),
+            DEADLINE,
         )
     except TimeoutError:
         rt.logger.info("taking inferscale's deletion cost off %d pod(s) timed out; trying at the next tick", len(due))

@@ -60,8 +60,13 @@ class Elector:
         wrote (client-go's fast path) and reads only when that is refused; a standby reads, and writes itself
         in where it may. A write that loses a race (409 on the resourceVersion) is a plain no."""
         sent = self.clock()
-        mine = self.leader and self.seen is not None and self.seen.record.holder == self.identity
-        if mine and self.seen is not None and await self._write(self.seen.record, sent):
+        seen = self.seen
+        if (
+            self.leader
+            and seen is not None
+            and seen.record.holder == self.identity
+            and await self._write(seen.record, sent)
+        ):
             return True
         try:
             lease = await self.kube.get(self.path)

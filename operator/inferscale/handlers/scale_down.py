@@ -38,6 +38,16 @@ class Written:
         return self.timed_out or any(e.transient for e in self.errors)
 
 
+async def patch_cost(kube: KubeApi, namespace: str, pod: str, cost: int | None) -> KubeError | None:
+    """Sets one pod's cost (None: takes it off), or the error that stopped it. A pod deleted meanwhile (404)
+    is no error: it is already out of the choice."""
+    try:
+        await kube.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{pod}", cost_patch(cost), answer=False)
+    except KubeError as e:
+        return None if e.status == 404 else e
+    return None
+
+
 async def write_costs(
     kube: KubeApi,
     namespace: str,
@@ -45,19 +55,12 @@ async def write_costs(
     costs: Mapping[str, int],
     deadline: float,
 ) -> Written:
-    """Patches the pods whose cost changed (or takes off the old costs when `costs` is empty). A pod
-    deleted meanwhile (404) is no error: it is already out of the choice."""
-
-    async def one(pod: str, cost: int | None) -> KubeError | None:
-        try:
-            await kube.merge_patch(f"/api/v1/namespaces/{namespace}/pods/{pod}", cost_patch(cost), answer=False)
-        except KubeError as e:
-            return None if e.status == 404 else e
-        return None
-
+    """Patches the pods whose cost changed (or takes off the old costs when `costs` is empty)."""
     due = stale_costs(pods, costs)
     try:
-        answers = await asyncio.wait_for(asyncio.gather(*(one(p, c) for p, c in due.items())), deadline)
+        answers = await asyncio.wait_for(
+            asyncio.gather(*(patch_cost(kube, namespace, p, c) for p, c in due.items())), deadline
+        )
     except TimeoutError:
         return Written(len(due), [], timed_out=True)
     return Written(len(due), [e for e in answers if e is not None])
