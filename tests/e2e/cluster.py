@@ -33,11 +33,15 @@ class Cluster:
             env["PATH"] = f"{self.bin_dir}:{env.get('PATH', '')}"
         return env
 
+    @property
+    def kubectl_exe(self) -> str:
+        return os.path.join(self.bin_dir, "kubectl") if self.bin_dir else "kubectl"
+
     def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        exe = os.path.join(self.bin_dir, "kubectl") if self.bin_dir else "kubectl"
         proc = subprocess.run(
-            [exe, *args], input=input, capture_output=True, text=True, env=self.env(), timeout=120, check=False
-        )
+            [self.kubectl_exe, *args], input=input, capture_output=True, text=True, env=self.env(), timeout=120,
+            check=False,
+        )  # fmt: skip
         if check and proc.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
         return proc

@@ -4,15 +4,19 @@ names another cluster, against that one. Opt out explicitly with INFERSCALE_SKIP
 from __future__ import annotations
 
 import os
+import pathlib
 import subprocess
+import urllib.parse
 import uuid
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from tests.e2e.cluster import E2E_DIR, REPO, Cluster, eventually, external_cluster, start_local_cluster
 from tests.e2e.exporter import Exporter
 from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.proxy import Proxy
 from tests.e2e.test_stack import gpu_deployment
 
 _SKIP = os.environ.get("INFERSCALE_SKIP_E2E", "") not in ("", "0")
@@ -85,3 +89,16 @@ def operator(cluster: Cluster, namespace: str) -> Iterator[OperatorProcess]:
     yield op
     op.stop()
     op.assert_no_tracebacks()
+
+
+@pytest.fixture
+def proxied(cluster: Cluster, tmp_path: pathlib.Path) -> Iterator[tuple[Proxy, pathlib.Path]]:
+    """A proxy in front of the API server, and a kubeconfig that reaches the server through it."""
+    config = yaml.safe_load(cluster.kubectl("config", "view", "--raw", "--minify").stdout)
+    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
+    proxy = Proxy(server.hostname or "127.0.0.1", server.port or 443).start()
+    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the certificate names the IP
+    path = tmp_path / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    yield proxy, path
+    proxy.stop()

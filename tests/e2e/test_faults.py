@@ -34,7 +34,6 @@ import urllib.parse
 from collections.abc import Iterator
 
 import pytest
-import yaml
 
 from inferscale.adapters.informer import STALE_AFTER
 from inferscale.handlers.collector import CACHED
@@ -215,19 +214,6 @@ def test_c_killed_every_few_seconds_the_operator_keeps_its_rate_limit_and_conver
     assert len(recorded) >= 2
     # status times are whole seconds
     assert all(g >= period - 1.0 for g in gaps), f"two scale-ups within one {period:.0f}s period: {gaps}"
-
-
-@pytest.fixture
-def proxied(local_cluster: Cluster, tmp_path: pathlib.Path) -> Iterator[tuple[Proxy, pathlib.Path]]:
-    """A proxy in front of the API server, and a kubeconfig that reaches the server through it."""
-    config = yaml.safe_load(local_cluster.kubectl("config", "view", "--raw", "--minify").stdout)
-    server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
-    proxy = Proxy(server.hostname or "127.0.0.1", server.port or 443).start()
-    config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the certificate names the IP
-    path = tmp_path / "kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    yield proxy, path
-    proxy.stop()
 
 
 def test_d_connections_that_go_silent_without_a_reset_are_given_up_and_the_view_recovers(

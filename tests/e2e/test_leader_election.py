@@ -1,11 +1,15 @@
 """Two operators with --leader-elect on the real API server: one holds the Lease and acts, the other stands
-by; a SIGKILLed leader is replaced after the lease duration, a SIGTERMed one hands over at once, and a leader
-that finds someone else in the Lease stops acting and exits."""
+by; a SIGKILLed leader is replaced after the lease duration, a SIGTERMed one hands over at once, a leader
+that finds someone else in the Lease stops acting and exits, and a leader cut off from the API server stops
+before the standby takes over, and what it sent into the partition changes nothing once it heals."""
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -14,6 +18,7 @@ from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
 from tests.e2e.infsvc import replicas, service, status
 from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.proxy import Proxy
 
 pytestmark = pytest.mark.usefixtures("crd")
 
@@ -28,18 +33,25 @@ def _leading(op: OperatorProcess) -> bool:
 
 
 @pytest.fixture
-def candidates(cluster: Cluster, namespace: str) -> Iterator[list[OperatorProcess]]:
+def candidate(cluster: Cluster, namespace: str) -> Iterator[Callable[..., OperatorProcess]]:
+    """Makes candidates for the namespace's Lease (keyword arguments go to OperatorProcess); stops them all."""
     made: list[OperatorProcess] = []
 
-    def make() -> OperatorProcess:
-        op = OperatorProcess(cluster, namespace, extra_args=["--leader-elect", "--leader-elect-namespace", namespace])
+    def make(**kw: Any) -> OperatorProcess:
+        args = ["--leader-elect", "--leader-elect-namespace", namespace]
+        op = OperatorProcess(cluster, namespace, extra_args=args, **kw)
         made.append(op)
         return op
 
-    yield [make(), make(), make()]
+    yield make
     for op in made:
         op.stop()
         op.assert_no_tracebacks()
+
+
+@pytest.fixture
+def candidates(candidate: Callable[..., OperatorProcess]) -> list[OperatorProcess]:
+    return [candidate(), candidate(), candidate()]
 
 
 def test_one_of_two_operators_acts_and_the_standby_takes_over_when_the_leader_goes(
@@ -91,3 +103,113 @@ def test_a_leader_that_finds_another_holder_in_the_lease_stops_and_exits(
     out = leader.output()
     assert "lost the leader lease (someone-else holds the lease now); exiting" in out, out[-2000:]
     assert _lease(cluster, namespace)["holderIdentity"] == "someone-else", "an operator that lost must not release"
+
+
+def test_a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_over(
+    cluster: Cluster,
+    namespace: str,
+    target: Exporter,
+    candidate: Callable[..., OperatorProcess],
+    proxied: tuple[Proxy, pathlib.Path],
+    lease_watch: Callable[[], LeaseWatch],
+) -> None:
+    # The leader reaches the API server only through the proxy; the standby directly. The partition cuts
+    # the leader's every connection, old and new, while Prometheus and its own /metrics stay reachable.
+    proxy, kubeconfig = proxied
+    leader = candidate(extra_env={"KUBECONFIG": str(kubeconfig)}).start()
+    eventually(lambda: _leading(leader), 30, "the proxied operator to hold the lease")
+    holder = _lease(cluster, namespace)["holderIdentity"]
+    standby = candidate().start()
+    eventually(lambda: "standing by: the lease" in standby.output(), 30, "the second operator to stand by")
+    target.set(kv=0.95, waiting=20, running=30)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    eventually(lambda: replicas(cluster, namespace) > 1, 60, "the leader's scale-up")
+
+    watch = lease_watch()
+    with proxy.partition() as frozen:
+        cut = time.monotonic()
+        assert frozen >= 2, f"only {frozen} connections open: the leader's watches are not through the proxy"
+        stopped: float | None = None  # when the leader was seen no longer acting
+        took: float | None = None  # when the standby was seen acting
+        deadline = cut + 15 + 2 * 2 + 10
+        while (stopped is None or took is None) and time.monotonic() < deadline:
+            if stopped is None and not _acting(leader):
+                stopped = time.monotonic() - cut
+            if took is None and _leading(standby):
+                took = time.monotonic() - cut
+            time.sleep(0.2)  # a sampling period, not a wait for the condition: the loop polls to a deadline
+        print(f"cut off: the leader stopped after {stopped}s, the standby took over after {took}s")
+        assert stopped is not None, "the cut-off leader still says it leads"
+        assert took is not None, "the standby did not take the lease over"
+        assert stopped < took, f"two leaders at once: the standby acted at {took:.1f}s, the leader until {stopped:.1f}s"
+        assert stopped <= 10 + 2 + 1, f"the leader kept acting {stopped:.1f}s without a renewal (fence: 10 s)"
+        assert took >= 15 - 2, f"the standby took over after {took:.1f}s, before the lease (15 s) could expire"
+        eventually(lambda: leader.proc is not None and leader.proc.poll() is not None, 60, "the cut-off leader to exit")
+        assert leader.proc is not None and leader.proc.returncode == 1
+        assert "lost the leader lease (the lease could not be renewed for 10s); exiting" in leader.output()
+        took_by = _lease(cluster, namespace)["holderIdentity"]
+        assert took_by not in ("", holder)
+        decided = status(cluster, namespace)["decision"]["at"]
+        eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
+
+    # Healed: the renewal (and any write) the old leader sent into the partition reaches the server now.
+    # It carries the resourceVersion the old leader last saw, so it is refused: the Lease never names the
+    # old leader again, and the new one keeps acting.
+    eventually(lambda: proxy.open_connections == 0, 60, "the held connections to be delivered and closed")
+    decided = status(cluster, namespace)["decision"]["at"]
+    eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "decisions after the heal")
+    watch.stop()
+    print(f"the Lease's holders, version by version: {watch.holders}")
+    new = watch.holders.index(took_by)
+    assert holder not in watch.holders[new:], f"the old leader's late renewal took the Lease back: {watch.holders}"
+    assert _leading(standby), standby.output()[-2000:]
+    assert _lease(cluster, namespace)["holderIdentity"] == took_by
+
+
+class LeaseWatch:
+    """The holder of every version of the Lease the API server stores while it runs (a watch, so no version
+    is missed however briefly it stood)."""
+
+    def __init__(self, cluster: Cluster, namespace: str) -> None:
+        template = 'jsonpath={.metadata.resourceVersion}{" "}{.spec.holderIdentity}{"\\n"}'
+        args = [cluster.kubectl_exe, "get", "lease", "inferscale", "-n", namespace, "--watch", "-o", template]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=cluster.env())
+        self.holders: list[str] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            _, _, who = line.strip().partition(" ")
+            self.holders.append(who)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+        self._thread.join(10)
+
+
+@pytest.fixture
+def lease_watch(cluster: Cluster, namespace: str) -> Iterator[Callable[[], LeaseWatch]]:
+    """Starts a LeaseWatch once the Lease exists; stops it at the end whatever happened."""
+    started: list[LeaseWatch] = []
+
+    def start() -> LeaseWatch:
+        started.append(LeaseWatch(cluster, namespace))
+        return started[-1]
+
+    yield start
+    for watch in started:
+        watch.stop()
+
+
+def _acting(op: OperatorProcess) -> bool:
+    """Whether the process could still write: alive and saying it leads (its /metrics is not partitioned)."""
+    if op.proc is None or op.proc.poll() is not None:
+        return False
+    try:
+        return op.metric_values(timeout=2).get("inferscale_leader") == 1.0
+    except OSError:
+        return True  # no answer is no proof that it stopped

@@ -39,11 +39,23 @@ FENCED = 499  # a write refused by the operator itself, not the server: it does 
 class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
-        super().__init__(f"HTTP {status}: {message}")
+        if status == 0:  # no HTTP status to quote: the request never got an answer
+            super().__init__(f"no answer from the API server ({message})")
+        elif status == FENCED:  # not a status the server sent: the request was never sent
+            super().__init__(message)
+        else:
+            super().__init__(f"HTTP {status}: {message}")
 
     @property
     def transient(self) -> bool:
         return self.status in (0, 408, 429) or self.status >= 500
+
+
+def _unanswered(e: BaseException, timeout: float | None) -> str:
+    """What went wrong without an HTTP answer; a timeout's own text is empty."""
+    if isinstance(e, TimeoutError) and not str(e):
+        return f"timed out after {timeout:g}s" if timeout else "timed out"
+    return f"{type(e).__name__}: {e}"
 
 
 @dataclass(frozen=True)
@@ -153,7 +165,7 @@ class KubeApi:
                         raise KubeError(resp.status, str(message)[:500])
                     return json.loads(text) if text and decode else None
             except (aiohttp.ClientError, TimeoutError) as e:
-                raise KubeError(0, f"{type(e).__name__}: {e}") from e
+                raise KubeError(0, _unanswered(e, self._timeout.total)) from e
 
     async def list(
         self,
@@ -225,7 +237,7 @@ class KubeApi:
                         if line.strip():
                             yield json.loads(line)
         except (aiohttp.ClientError, TimeoutError) as e:
-            raise KubeError(0, f"{type(e).__name__}: {e}") from e
+            raise KubeError(0, _unanswered(e, None)) from e
 
     async def get(self, path: str) -> dict[str, Any]:
         answer = await self.request("GET", path)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,7 +10,7 @@ import pytest
 from aiohttp import web
 from tests.unit.adapters.local_api import local_api
 
-from inferscale.adapters.kube import LIST_PAGE, KubeApi
+from inferscale.adapters.kube import LIST_PAGE, KubeApi, KubeError
 from inferscale.handlers.collector import slim
 
 PODS = 2 * LIST_PAGE + 7
@@ -88,7 +89,7 @@ def test_other_kinds_keep_their_spec_but_not_kubectls_copy_of_it() -> None:
 
 
 async def test_a_fenced_client_reads_but_sends_no_write() -> None:
-    from inferscale.adapters.kube import FENCED, KubeError
+    from inferscale.adapters.kube import FENCED
 
     hits: list[str] = []
 
@@ -113,3 +114,23 @@ async def test_a_fenced_client_reads_but_sends_no_write() -> None:
             assert refused.value.status == FENCED and "no longer holds the leader Lease" in str(refused.value)
         await kube.get("/api/v1/namespaces/ns/pods")
     assert hits == ["PATCH", "GET"], "no write left the process once the fence closed"
+
+
+async def test_a_request_without_an_answer_says_so_and_how_long_it_waited() -> None:
+    # A timeout's own text is empty: the message that reaches the log and the Events must not be "HTTP 0: ".
+    never = asyncio.Event()
+
+    async def hang(_: web.Request) -> web.Response:
+        await never.wait()
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_get("/api/v1/namespaces/ns/pods", hang)
+    async with local_api(app, timeout=0.2) as kube:
+        try:
+            with pytest.raises(KubeError) as failed:
+                await kube.get("/api/v1/namespaces/ns/pods")
+        finally:
+            never.set()
+    assert failed.value.status == 0 and failed.value.transient
+    assert str(failed.value) == "no answer from the API server (timed out after 0.2s)"
