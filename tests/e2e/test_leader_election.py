@@ -6,6 +6,7 @@ before the standby takes over, and what it sent into the partition changes nothi
 from __future__ import annotations
 
 import pathlib
+import signal
 import subprocess
 import threading
 import time
@@ -164,6 +165,45 @@ def test_a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
     assert holder not in watch.holders[new:], f"the old leader's late renewal took the Lease back: {watch.holders}"
     assert _leading(standby), standby.output()[-2000:]
     assert _lease(cluster, namespace)["holderIdentity"] == took_by
+
+
+def test_a_leader_paused_past_its_deadline_does_not_act_again_when_it_resumes(
+    cluster: Cluster,
+    namespace: str,
+    target: Exporter,
+    candidate: Callable[..., OperatorProcess],
+    lease_watch: Callable[[], LeaseWatch],
+) -> None:
+    # SIGSTOP, as a VM frozen for a live migration or a long stop-the-world pause: the process keeps its
+    # connections and its view, and its monotonic clock runs on. Once resumed it must see that its deadline
+    # passed and stop, not finish the tick or renew the Lease the standby took meanwhile.
+    leader = candidate().start()
+    eventually(lambda: _leading(leader), 30, "the first operator to hold the lease")
+    holder = _lease(cluster, namespace)["holderIdentity"]
+    standby = candidate().start()
+    eventually(lambda: "standing by: the lease" in standby.output(), 30, "the second operator to stand by")
+    target.set(kv=0.95, waiting=20, running=30)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    eventually(lambda: replicas(cluster, namespace) > 1, 60, "the leader's scale-up")
+    watch = lease_watch()
+    assert leader.proc is not None
+    leader.proc.send_signal(signal.SIGSTOP)
+    paused = time.monotonic()
+    try:
+        eventually(lambda: _leading(standby), 15 + 2 * 2 + 10, "the standby to take the lease over")
+        took_by = _lease(cluster, namespace)["holderIdentity"]
+        print(f"the standby took over {time.monotonic() - paused:.1f}s into the pause")
+    finally:
+        leader.proc.send_signal(signal.SIGCONT)
+    eventually(lambda: leader.proc is not None and leader.proc.poll() is not None, 60, "the resumed leader to exit")
+    assert leader.proc.returncode == 1
+    assert "lost the leader lease (the lease could not be renewed for 10s); exiting" in leader.output()
+    decided = status(cluster, namespace)["decision"]["at"]
+    eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
+    watch.stop()
+    new = watch.holders.index(took_by)
+    assert took_by != holder and holder not in watch.holders[new:], f"the resumed leader renewed: {watch.holders}"
+    assert _leading(standby), standby.output()[-2000:]
 
 
 class LeaseWatch:
