@@ -81,6 +81,38 @@ async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger
         return False
 
 
+async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any]) -> bool:
+    """The tick's status write, on the resourceVersion the tick read (or its own last write left): a write
+    that reaches the server late, sent into a network partition and carried out after another leader wrote,
+    is refused instead of putting older state over newer. Refused while this process may still write (the
+    fence let it through: an edit of the spec, a refresh landing since the list), it is sent once more on
+    the version read then. Each write's answer moves the version on for the tick's next write."""
+    meta = body.get("metadata")
+    version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
+    for retry in (False, True):
+        patch = {"metadata": {"resourceVersion": version}, "status": status} if version else {"status": status}
+        try:
+            answer = await rt.kube.merge_patch(path, patch)
+        except KubeError as e:
+            if e.status == 409 and version and not retry:
+                try:
+                    version = ((await rt.kube.get(path.removesuffix("/status"))).get("metadata") or {}).get(
+                        "resourceVersion"
+                    )
+                except KubeError as again:
+                    e = again
+                else:
+                    continue
+            metrics.KUBE_ERRORS.labels("status").inc()
+            rt.logger.warning("could not write status %s: %s", path, e)
+            return False
+        written = (answer.get("metadata") or {}).get("resourceVersion")
+        if written and isinstance(meta, dict):
+            meta["resourceVersion"] = written
+        return True
+    return False
+
+
 async def _patch_status(
     rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float, force: bool = False
 ) -> None:
@@ -90,7 +122,7 @@ async def _patch_status(
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     if force or has_news(old, status):
         metrics.STATUS_WRITES.labels("written").inc()
-        await write_status(rt.kube, path, {"status": status}, rt.logger)
+        await _write_own_status(rt, body, path, status)
     elif not refresh_due(old, status, now):
         metrics.STATUS_WRITES.labels("unchanged").inc()
     elif rt.refresher is not None:
@@ -100,7 +132,7 @@ async def _patch_status(
         rt.refresher.submit(path, body, written if written is not None else -math.inf)
     else:
         metrics.STATUS_WRITES.labels("refreshed").inc()
-        await write_status(rt.kube, path, {"status": status}, rt.logger)
+        await _write_own_status(rt, body, path, status)
 
 
 async def _problem(
@@ -206,7 +238,7 @@ async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState
     meta = body.get("metadata") or {}
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     metrics.STATUS_WRITES.labels("ahead").inc()
-    if await write_status(rt.kube, path, {"status": {"scaler": state_to_status(state)}}, rt.logger):
+    if await _write_own_status(rt, body, path, {"scaler": state_to_status(state)}):
         return True
     await post_event(
         rt, body, "Warning", "ScaleDeferred", "could not record the scale event in status; not scaled", now

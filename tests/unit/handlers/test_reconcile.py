@@ -587,3 +587,75 @@ async def test_a_profile_that_cannot_meet_the_slo_says_why_the_capacity_signal_i
     reachable = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}}
     await reconcile(runtime(kube), saturated_tick(2, NOW), svc(reachable))
     assert "no prior" not in kube.statuses()[-1]["decision"]["message"]
+
+
+class VersionedKube(FakeKube):
+    """Keeps the service's resourceVersion as the API server does: a status write that carries another one
+    is refused with 409, and `bump` is someone else writing the object (an edit of the spec, a late write)."""
+
+    def __init__(self, version: int = 7, fail: dict[str, int] | None = None) -> None:
+        super().__init__(fail)
+        self.version = version
+        self.gets: list[str] = []
+
+    def bump(self) -> None:
+        self.version += 1
+
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
+        await super().merge_patch(path, body, answer, strict)
+        if not path.endswith("/status"):
+            return {}
+        sent = (body.get("metadata") or {}).get("resourceVersion")
+        if sent is not None and sent != str(self.version):
+            raise KubeError(409, "the object has been modified; please apply your changes to the latest version")
+        self.bump()
+        return {"metadata": {"resourceVersion": str(self.version)}}
+
+    async def get(self, path: str) -> dict[str, Any]:
+        self.gets.append(path)
+        return {"metadata": {"resourceVersion": str(self.version)}}
+
+
+def versioned(spec: dict[str, Any], version: int) -> dict[str, Any]:
+    body = svc(spec)
+    body["metadata"]["resourceVersion"] = str(version)
+    return body
+
+
+def _status_versions(kube: FakeKube) -> list[str | None]:
+    return [(b.get("metadata") or {}).get("resourceVersion") for m, p, b in kube.calls if p.endswith("/status")]
+
+
+async def test_the_ticks_status_writes_carry_the_version_it_read_and_then_the_one_it_wrote() -> None:
+    # The write ahead of the scale moves the version on; the tick's last write must build on it, not on the
+    # version the list gave, or every scale would cost a refused write.
+    kube = VersionedKube(version=7)
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), versioned(spec, 7))
+    assert kube.scales() == [3]
+    assert _status_versions(kube) == ["7", "8"] and kube.gets == []
+
+
+async def test_a_status_write_refused_for_an_edit_since_the_list_is_sent_again_on_the_new_version() -> None:
+    kube = VersionedKube(version=7)
+    kube.bump()  # the user's edit, after the tick listed version 7
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), versioned(spec, 7))
+    assert kube.scales() == [3], "a write refused once for an edit must not defer the scale"
+    assert _status_versions(kube) == ["7", "8", "9"]
+    assert kube.gets == ["/apis/inferscale.dev/v1alpha1/namespaces/ns/inferenceservices/llm"]
+
+
+async def test_a_status_write_refused_twice_is_not_forced_and_nothing_is_scaled() -> None:
+    class Contended(VersionedKube):
+        async def get(self, path: str) -> dict[str, Any]:
+            answer = await super().get(path)
+            self.bump()  # written again before the retry lands
+            return answer
+
+    kube = Contended(version=8)
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), versioned(spec, 7))
+    assert kube.scales() == [], "the scale event could not be recorded, so nothing is scaled"
+    assert _status_versions(kube)[:2] == ["7", "8"] and len(kube.gets) >= 1
+    assert any(e["reason"] == "ScaleDeferred" for e in kube.events())
