@@ -92,9 +92,10 @@ def operator(cluster: Cluster, namespace: str) -> Iterator[OperatorProcess]:
 
 
 @pytest.fixture
-def proxied(cluster: Cluster, tmp_path: pathlib.Path) -> Iterator[tuple[Proxy, pathlib.Path]]:
-    """A proxy in front of the API server, and a kubeconfig that reaches the server through it."""
-    config = yaml.safe_load(cluster.kubectl("config", "view", "--raw", "--minify").stdout)
+def proxied(local_cluster: Cluster, tmp_path: pathlib.Path) -> Iterator[tuple[Proxy, pathlib.Path]]:
+    """A proxy in front of the local API server, and a kubeconfig that reaches the server through it (another
+    cluster's certificate need not name 127.0.0.1)."""
+    config = yaml.safe_load(local_cluster.kubectl("config", "view", "--raw", "--minify").stdout)
     server = urllib.parse.urlparse(config["clusters"][0]["cluster"]["server"])
     proxy = Proxy(server.hostname or "127.0.0.1", server.port or 443).start()
     config["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{proxy.port}"  # the certificate names the IP

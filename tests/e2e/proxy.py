@@ -21,9 +21,10 @@ class Proxy:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.port = 0
-        self.stalled_connections = 0  # how many connections the last stall froze
+        self.stalled_connections = 0  # how many connections the last stall or partition froze
+        self.late_answered = 0  # bytes held by a partition that the server answered once it healed
         self._loop = asyncio.new_event_loop()
-        self._frozen: set[int] = set()  # ids of connections frozen by a stall
+        self._frozen: set[int] = set()  # ids of connections frozen by a stall or a partition
         self._partitioned = False
         self._cut: set[int] = set()  # ids of connections a partition held, for as long as they are open
         self._answered: dict[int, asyncio.Event] = {}  # ... and whether the server has answered since
@@ -123,10 +124,10 @@ class Proxy:
                     break
                 dst.write(data)
                 await dst.drain()
-                if held and not answer and conn in self._cut:
-                    # what the client sent next (its close, a TLS close_notify) waits for the server's answer,
+                if held and not answer and conn in self._cut and await self._await_answer(conn):
+                    # what the client sent next (its close, a TLS close_notify) waited for the server's answer,
                     # as behind an L7 load balancer that carries a request out once it has all of it
-                    await self._await_answer(conn)
+                    self.late_answered += 1
         except (ConnectionError, OSError):
             pass
         finally:
@@ -136,7 +137,13 @@ class Proxy:
                 with suppress(OSError):
                     dst.write_eof()
 
-    async def _await_answer(self, conn: int) -> None:
-        with suppress(TimeoutError):
+    async def _await_answer(self, conn: int) -> bool:
+        """Whether the server answered within 5 s; once it has not, the connection waits no more."""
+        answered = self._answered[conn]
+        try:
             async with asyncio.timeout(5):
-                await self._answered[conn].wait()
+                await answered.wait()
+            return True
+        except TimeoutError:
+            answered.set()
+            return False

@@ -30,7 +30,10 @@ def _lease(cluster: Cluster, namespace: str) -> dict[str, Any]:
 
 
 def _leading(op: OperatorProcess) -> bool:
-    return op.healthy() and op.metric_values().get("inferscale_leader") == 1.0
+    try:
+        return op.healthy() and op.metric_values(timeout=2).get("inferscale_leader") == 1.0
+    except OSError:
+        return False  # a slow answer: not yet
 
 
 @pytest.fixture
@@ -45,8 +48,11 @@ def candidate(cluster: Cluster, namespace: str) -> Iterator[Callable[..., Operat
         return op
 
     yield make
-    for op in made:
+    for op in made:  # all stopped before any assertion, so a failing one leaves no operator running
+        if op.proc is not None and op.proc.poll() is None:
+            op.proc.send_signal(signal.SIGCONT)  # a test that failed inside a pause
         op.stop()
+    for op in made:
         op.assert_no_tracebacks()
 
 
@@ -110,8 +116,8 @@ def test_a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
     cluster: Cluster,
     namespace: str,
     target: Exporter,
+    proxied: tuple[Proxy, pathlib.Path],  # before `candidate`: torn down after the operators
     candidate: Callable[..., OperatorProcess],
-    proxied: tuple[Proxy, pathlib.Path],
     lease_watch: Callable[[], LeaseWatch],
 ) -> None:
     # The leader reaches the API server only through the proxy; the standby directly. The partition cuts
@@ -153,14 +159,18 @@ def test_a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
         decided = status(cluster, namespace)["decision"]["at"]
         eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
 
-    # Healed: the renewal (and any write) the old leader sent into the partition reaches the server now.
-    # It carries the resourceVersion the old leader last saw, so it is refused: the Lease never names the
-    # old leader again, and the new one keeps acting.
+    # Healed: what the old leader sent into the partition reaches the server now and is carried out. Its
+    # renewal carries the resourceVersion it last saw (so do its /scale and status writes), so it is
+    # refused: the Lease never names the old leader again, and the new one keeps acting.
     eventually(lambda: proxy.open_connections == 0, 60, "the held connections to be delivered and closed")
+    assert proxy.late_answered >= 1, "nothing sent into the partition was carried out: the test proves nothing"
     decided = status(cluster, namespace)["decision"]["at"]
     eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "decisions after the heal")
     watch.stop()
-    print(f"the Lease's holders, version by version: {watch.holders}")
+    print(
+        f"{proxy.late_answered} held requests answered late; the Lease's holders, version by version: {watch.holders}"
+    )
+    assert took_by in watch.holders, (watch.holders, watch.proc.returncode)
     new = watch.holders.index(took_by)
     assert holder not in watch.holders[new:], f"the old leader's late renewal took the Lease back: {watch.holders}"
     assert _leading(standby), standby.output()[-2000:]
@@ -174,9 +184,10 @@ def test_a_leader_paused_past_its_deadline_does_not_act_again_when_it_resumes(
     candidate: Callable[..., OperatorProcess],
     lease_watch: Callable[[], LeaseWatch],
 ) -> None:
-    # SIGSTOP, as a VM frozen for a live migration or a long stop-the-world pause: the process keeps its
-    # connections and its view, and its monotonic clock runs on. Once resumed it must see that its deadline
-    # passed and stop, not finish the tick or renew the Lease the standby took meanwhile.
+    # SIGSTOP, as a long stop-the-world pause or a frozen cgroup: the process keeps its connections and its
+    # view, and its monotonic clock runs on. Once resumed it must see that its deadline passed and stop,
+    # not renew the Lease the standby took meanwhile. (A VM frozen by its hypervisor may resume with its
+    # monotonic clock where it stopped: that pause this fence cannot see.)
     leader = candidate().start()
     eventually(lambda: _leading(leader), 30, "the first operator to hold the lease")
     holder = _lease(cluster, namespace)["holderIdentity"]
@@ -201,6 +212,7 @@ def test_a_leader_paused_past_its_deadline_does_not_act_again_when_it_resumes(
     decided = status(cluster, namespace)["decision"]["at"]
     eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
     watch.stop()
+    assert took_by in watch.holders, (watch.holders, watch.proc.returncode)
     new = watch.holders.index(took_by)
     assert took_by != holder and holder not in watch.holders[new:], f"the resumed leader renewed: {watch.holders}"
     assert _leading(standby), standby.output()[-2000:]
@@ -233,7 +245,7 @@ class LeaseWatch:
 
 @pytest.fixture
 def lease_watch(cluster: Cluster, namespace: str) -> Iterator[Callable[[], LeaseWatch]]:
-    """Starts a LeaseWatch once the Lease exists; stops it at the end whatever happened."""
+    """Starts a LeaseWatch (call it once the Lease exists); stops it at the end whatever happened."""
     started: list[LeaseWatch] = []
 
     def start() -> LeaseWatch:

@@ -133,7 +133,8 @@ class Informer:
             if kind == "ERROR":
                 if obj.get("code") == 410:
                     raise Expired(obj.get("message", ""))
-                raise KubeError(int(obj.get("code") or 0), str(obj.get("message", "watch error")))
+                # the server did answer, so no code is not "no answer" (0): a transient error all the same
+                raise KubeError(int(obj.get("code") or 500), str(obj.get("message", "watch error")))
             version = (obj.get("metadata") or {}).get("resourceVersion")
             if kind in ("ADDED", "MODIFIED"):
                 self.store[_key(obj)] = self.keep(obj) if self.keep else obj

@@ -39,8 +39,8 @@ FENCED = 499  # a write refused by the operator itself, not the server: it does 
 class KubeError(Exception):
     def __init__(self, status: int, message: str) -> None:
         self.status = status
-        if status == 0:  # no HTTP status to quote: the request never got an answer
-            super().__init__(f"no answer from the API server ({message})")
+        if status == 0:  # no HTTP status to quote: no answer, or one that broke off
+            super().__init__(f"no complete answer from the API server ({message})")
         elif status == FENCED:  # not a status the server sent: the request was never sent
             super().__init__(message)
         else:
@@ -51,10 +51,10 @@ class KubeError(Exception):
         return self.status in (0, 408, 429) or self.status >= 500
 
 
-def _unanswered(e: BaseException, timeout: float | None) -> str:
-    """What went wrong without an HTTP answer; a timeout's own text is empty."""
+def _unanswered(e: BaseException, timeout: float | None, what: str = "timed out after") -> str:
+    """What went wrong without a whole HTTP answer; a timeout's own text is empty."""
     if isinstance(e, TimeoutError) and not str(e):
-        return f"timed out after {timeout:g}s" if timeout else "timed out"
+        return f"{what} {timeout:g}s" if timeout else "timed out"
     return f"{type(e).__name__}: {e}"
 
 
@@ -237,7 +237,7 @@ class KubeApi:
                         if line.strip():
                             yield json.loads(line)
         except (aiohttp.ClientError, TimeoutError) as e:
-            raise KubeError(0, _unanswered(e, None)) from e
+            raise KubeError(0, _unanswered(e, idle, "the watch was silent for")) from e
 
     async def get(self, path: str) -> dict[str, Any]:
         answer = await self.request("GET", path)

@@ -133,4 +133,4 @@ async def test_a_request_without_an_answer_says_so_and_how_long_it_waited() -> N
         finally:
             never.set()
     assert failed.value.status == 0 and failed.value.transient
-    assert str(failed.value) == "no answer from the API server (timed out after 0.2s)"
+    assert str(failed.value) == "no complete answer from the API server (timed out after 0.2s)"
