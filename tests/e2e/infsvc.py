@@ -40,6 +40,10 @@ def condition(st: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in st.get("conditions") or [] if c.get("type") == kind), None)
 
 
+def metrics_condition(cluster: Cluster, namespace: str) -> dict[str, Any] | None:
+    return condition(status(cluster, namespace), "MetricsAvailable")
+
+
 def events(cluster: Cluster, ns: str, reason: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = cluster.kubectl_json("get", "events", "-n", ns)["items"]
     return [e for e in items if e.get("reason") == reason and e["involvedObject"].get("kind") == "InferenceService"]

@@ -8,7 +8,8 @@ import socket
 import subprocess
 import tempfile
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 from tests.e2e.cluster import REPO, Cluster, eventually
 
@@ -101,3 +102,14 @@ class OperatorProcess:
     def assert_no_tracebacks(self) -> None:
         text = self.output()
         assert "Traceback (most recent call last)" not in text, text[-4000:]
+
+
+@contextmanager
+def running(op: OperatorProcess) -> Iterator[OperatorProcess]:
+    """Started for the block and stopped after it, whatever happened; a traceback in its log fails a block
+    that passed."""
+    try:
+        yield op.start()
+    finally:
+        op.stop()
+    op.assert_no_tracebacks()

@@ -83,8 +83,7 @@ def test_one_of_two_operators_acts_and_the_standby_takes_over_when_the_leader_go
     print(f"a SIGKILLed leader was replaced after {time.monotonic() - killed:.1f}s")
     lease = _lease(cluster, namespace)
     assert lease["leaseTransitions"] == 1
-    decided = status(cluster, namespace)["decision"]["at"]
-    eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
+    _decides_again(cluster, namespace, "the new leader's decisions")
 
     # SIGTERM: the leader releases the lease on its way out, so the handover does not wait for it to expire.
     third.start()
@@ -104,11 +103,7 @@ def test_a_leader_that_finds_another_holder_in_the_lease_stops_and_exits(
     eventually(lambda: _leading(leader), 30, "the operator to hold the lease")
     cluster.kubectl("patch", "lease", "inferscale", "-n", namespace, "--type=merge",
                     "-p", '{"spec": {"holderIdentity": "someone-else"}}')  # fmt: skip
-    assert leader.proc is not None
-    eventually(lambda: leader.proc is not None and leader.proc.poll() is not None, 30, "the operator to exit")
-    assert leader.proc.returncode == 1
-    out = leader.output()
-    assert "lost the leader lease (someone-else holds the lease now); exiting" in out, out[-2000:]
+    _exits_having_lost(leader, "someone-else holds the lease now")
     assert _lease(cluster, namespace)["holderIdentity"] == "someone-else", "an operator that lost must not release"
 
 
@@ -123,14 +118,8 @@ def test_a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
     # The leader reaches the API server only through the proxy; the standby directly. The partition cuts
     # the leader's every connection, old and new, while Prometheus and its own /metrics stay reachable.
     proxy, kubeconfig = proxied
-    leader = candidate(extra_env={"KUBECONFIG": str(kubeconfig)}).start()
-    eventually(lambda: _leading(leader), 30, "the proxied operator to hold the lease")
-    holder = _lease(cluster, namespace)["holderIdentity"]
-    standby = candidate().start()
-    eventually(lambda: "standing by: the lease" in standby.output(), 30, "the second operator to stand by")
-    target.set(kv=0.95, waiting=20, running=30)
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
-    eventually(lambda: replicas(cluster, namespace) > 1, 60, "the leader's scale-up")
+    leader = candidate(extra_env={"KUBECONFIG": str(kubeconfig)})
+    holder, standby = _acting_with_a_standby(cluster, namespace, target, leader, candidate())
 
     watch = lease_watch()
     with proxy.partition() as frozen:
@@ -151,28 +140,22 @@ def test_a_leader_cut_off_from_the_api_server_stops_before_the_standby_takes_ove
         assert stopped < took, f"two leaders at once: the standby acted at {took:.1f}s, the leader until {stopped:.1f}s"
         assert stopped <= 10 + 2 + 1, f"the leader kept acting {stopped:.1f}s without a renewal (fence: 10 s)"
         assert took >= 15 - 2, f"the standby took over after {took:.1f}s, before the lease (15 s) could expire"
-        eventually(lambda: leader.proc is not None and leader.proc.poll() is not None, 60, "the cut-off leader to exit")
-        assert leader.proc is not None and leader.proc.returncode == 1
-        assert "lost the leader lease (the lease could not be renewed for 10s); exiting" in leader.output()
+        _exits_having_lost(leader, "the lease could not be renewed for 10s")
         took_by = _lease(cluster, namespace)["holderIdentity"]
         assert took_by not in ("", holder)
-        decided = status(cluster, namespace)["decision"]["at"]
-        eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
+        _decides_again(cluster, namespace, "the new leader's decisions")
 
     # Healed: what the old leader sent into the partition reaches the server now and is carried out. Its
     # renewal carries the resourceVersion it last saw (so do its /scale and status writes), so it is
     # refused: the Lease never names the old leader again, and the new one keeps acting.
     eventually(lambda: proxy.open_connections == 0, 60, "the held connections to be delivered and closed")
     assert proxy.late_answered >= 1, "nothing sent into the partition was carried out: the test proves nothing"
-    decided = status(cluster, namespace)["decision"]["at"]
-    eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "decisions after the heal")
+    _decides_again(cluster, namespace, "decisions after the heal")
     watch.stop()
     print(
         f"{proxy.late_answered} held requests answered late; the Lease's holders, version by version: {watch.holders}"
     )
-    assert took_by in watch.holders, (watch.holders, watch.proc.returncode)
-    new = watch.holders.index(took_by)
-    assert holder not in watch.holders[new:], f"the old leader's late renewal took the Lease back: {watch.holders}"
+    watch.assert_never_again(holder, after=took_by)
     assert _leading(standby), standby.output()[-2000:]
     assert _lease(cluster, namespace)["holderIdentity"] == took_by
 
@@ -188,14 +171,8 @@ def test_a_leader_paused_past_its_deadline_does_not_act_again_when_it_resumes(
     # view, and its monotonic clock runs on. Once resumed it must see that its deadline passed and stop,
     # not renew the Lease the standby took meanwhile. (A VM frozen by its hypervisor may resume with its
     # monotonic clock where it stopped: that pause this fence cannot see.)
-    leader = candidate().start()
-    eventually(lambda: _leading(leader), 30, "the first operator to hold the lease")
-    holder = _lease(cluster, namespace)["holderIdentity"]
-    standby = candidate().start()
-    eventually(lambda: "standing by: the lease" in standby.output(), 30, "the second operator to stand by")
-    target.set(kv=0.95, waiting=20, running=30)
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
-    eventually(lambda: replicas(cluster, namespace) > 1, 60, "the leader's scale-up")
+    leader = candidate()
+    holder, standby = _acting_with_a_standby(cluster, namespace, target, leader, candidate())
     watch = lease_watch()
     assert leader.proc is not None
     leader.proc.send_signal(signal.SIGSTOP)
@@ -206,16 +183,38 @@ def test_a_leader_paused_past_its_deadline_does_not_act_again_when_it_resumes(
         print(f"the standby took over {time.monotonic() - paused:.1f}s into the pause")
     finally:
         leader.proc.send_signal(signal.SIGCONT)
-    eventually(lambda: leader.proc is not None and leader.proc.poll() is not None, 60, "the resumed leader to exit")
-    assert leader.proc.returncode == 1
-    assert "lost the leader lease (the lease could not be renewed for 10s); exiting" in leader.output()
-    decided = status(cluster, namespace)["decision"]["at"]
-    eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, "the new leader's decisions")
+    _exits_having_lost(leader, "the lease could not be renewed for 10s")
+    _decides_again(cluster, namespace, "the new leader's decisions")
     watch.stop()
-    assert took_by in watch.holders, (watch.holders, watch.proc.returncode)
-    new = watch.holders.index(took_by)
-    assert took_by != holder and holder not in watch.holders[new:], f"the resumed leader renewed: {watch.holders}"
+    watch.assert_never_again(holder, after=took_by)
     assert _leading(standby), standby.output()[-2000:]
+
+
+def _acting_with_a_standby(
+    cluster: Cluster, namespace: str, target: Exporter, leader: OperatorProcess, standby: OperatorProcess
+) -> tuple[str, OperatorProcess]:
+    """Starts `leader`, then `standby`, and loads the service until the leader scales it; the leader's identity."""
+    leader.start()
+    eventually(lambda: _leading(leader), 30, "the first operator to hold the lease")
+    holder: str = _lease(cluster, namespace)["holderIdentity"]
+    standby.start()
+    eventually(lambda: "standing by: the lease" in standby.output(), 30, "the second operator to stand by")
+    target.set(kv=0.95, waiting=20, running=30)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
+    eventually(lambda: replicas(cluster, namespace) > 1, 60, "the leader's scale-up")
+    return holder, standby
+
+
+def _exits_having_lost(op: OperatorProcess, why: str) -> None:
+    eventually(lambda: op.proc is not None and op.proc.poll() is not None, 60, "the operator that lost to exit")
+    assert op.proc is not None and op.proc.returncode == 1
+    out = op.output()
+    assert f"lost the leader lease ({why}); exiting" in out, out[-2000:]
+
+
+def _decides_again(cluster: Cluster, namespace: str, what: str) -> None:
+    decided = status(cluster, namespace)["decision"]["at"]
+    eventually(lambda: status(cluster, namespace)["decision"]["at"] != decided, 30, what)
 
 
 class LeaseWatch:
@@ -235,6 +234,12 @@ class LeaseWatch:
         for line in self.proc.stdout:
             _, _, who = line.strip().partition(" ")
             self.holders.append(who)
+
+    def assert_never_again(self, old: str, after: str) -> None:
+        """No version from the first naming `after` on names `old`: a late write of the old holder was refused."""
+        assert after != old and after in self.holders, (old, after, self.holders, self.proc.returncode)
+        taken = self.holders.index(after)
+        assert old not in self.holders[taken:], f"{old} had the Lease back after {after} took it: {self.holders}"
 
     def stop(self) -> None:
         if self.proc.poll() is None:

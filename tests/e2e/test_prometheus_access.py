@@ -15,8 +15,9 @@ import requests
 
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
-from tests.e2e.infsvc import condition, replicas, service, status
-from tests.e2e.operator_proc import OperatorProcess, free_port
+from tests.e2e.infsvc import metrics_condition, replicas, service, status
+from tests.e2e.operator_proc import OperatorProcess, free_port, running
+from tests.e2e.second_prometheus import second_prometheus
 
 USER, PASSWORD = "inferscale", "e2e-prometheus-password"
 # bcrypt of PASSWORD (cost 4, so that Prometheus checks it quickly), as Prometheus's web config wants it
@@ -51,46 +52,21 @@ def secured(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
         f"tls_server_config:\n  cert_file: {d / 'server.pem'}\n  key_file: {d / 'server.key'}\n"
         f"basic_auth_users:\n  {USER}: {HASH}\n"
     )
-    (d / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\nscrape_configs:\n- job_name: local\n"
-        f"  honor_labels: true\n  file_sd_configs:\n  - files: ['{cluster.targets_dir}/*.json']\n"
-        "    refresh_interval: 5s\n"
-    )
     (d / "password").write_text(PASSWORD + "\n")
     port = free_port()
     url = f"https://127.0.0.1:{port}"
-    log = open(d / "prometheus.log", "wb")  # noqa: SIM115 - open for the process's whole life
-    proc = subprocess.Popen(
-        ["prometheus", f"--config.file={d / 'prometheus.yml'}", f"--web.config.file={d / 'web.yml'}",
-         f"--storage.tsdb.path={d / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
 
     def ready() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {(d / 'prometheus.log').read_text()[-2000:]}")
-        try:
-            return requests.get(f"{url}/-/ready", verify=str(d / "ca.pem"), auth=(USER, PASSWORD), timeout=2).ok
-        except requests.RequestException:
-            return False
+        return requests.get(f"{url}/-/ready", verify=str(d / "ca.pem"), auth=(USER, PASSWORD), timeout=2).ok
 
-    try:
-        eventually(ready, 30, "the TLS, basic-auth Prometheus to be ready")
+    with second_prometheus(cluster, d, f"127.0.0.1:{port}", ready, f"--web.config.file={d / 'web.yml'}"):
         # the guard is real: no answer without the password
         assert requests.get(f"{url}/-/ready", verify=str(d / "ca.pem"), timeout=2).status_code == 401
         yield Secured(url, d / "ca.pem", d / "password")
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
 
 
 def _operator(cluster: Cluster, namespace: str, secured: Secured, *args: str) -> OperatorProcess:
     return OperatorProcess(cluster, namespace, interval="5s", prometheus_url=secured.url, extra_args=args)
-
-
-def _metrics_condition(cluster: Cluster, namespace: str) -> dict[str, str] | None:
-    return condition(status(cluster, namespace), "MetricsAvailable")
 
 
 def test_with_the_ca_and_the_password_the_operator_scales_on_a_secured_prometheus(
@@ -98,18 +74,14 @@ def test_with_the_ca_and_the_password_the_operator_scales_on_a_secured_prometheu
 ) -> None:
     target.set(kv=0.95, waiting=20, running=30)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
-    op = _operator(cluster, namespace, secured, "--prometheus-ca-file", str(secured.ca),
-                   "--prometheus-username", USER, "--prometheus-password-file", str(secured.password))  # fmt: skip
-    op.start()
-    try:
+    args = ["--prometheus-ca-file", str(secured.ca), "--prometheus-username", USER,
+            "--prometheus-password-file", str(secured.password)]  # fmt: skip
+    with running(_operator(cluster, namespace, secured, *args)) as op:
         eventually(lambda: replicas(cluster, namespace) > 1, 90, "a scale-up read through TLS and basic auth")
-        metrics = _metrics_condition(cluster, namespace)
+        metrics = metrics_condition(cluster, namespace)
         assert metrics is not None and metrics["status"] == "True", metrics
         assert "basic auth as inferscale; CA" in op.output()  # the start line says how it reaches Prometheus
         assert PASSWORD not in op.output()
-    finally:
-        op.stop()
-    op.assert_no_tracebacks()
 
 
 @pytest.mark.parametrize(
@@ -129,11 +101,9 @@ def test_without_the_ca_or_the_password_the_count_holds_and_status_names_the_fla
         if given == "password only"
         else ["--prometheus-ca-file", str(secured.ca)]
     )
-    op = _operator(cluster, namespace, secured, *args)
-    op.start()
-    try:
+    with running(_operator(cluster, namespace, secured, *args)):
         found = eventually(
-            lambda: (c := _metrics_condition(cluster, namespace)) is not None and c["status"] == "False" and c,
+            lambda: (c := metrics_condition(cluster, namespace)) is not None and c["status"] == "False" and c,
             60,
             "MetricsAvailable=False",
         )
@@ -143,6 +113,3 @@ def test_without_the_ca_or_the_password_the_count_holds_and_status_names_the_fla
         started = time.monotonic()
         eventually(lambda: status(cluster, namespace).get("desiredReplicas") == 1, 30, "a held decision")
         assert replicas(cluster, namespace) == 1, f"held for {time.monotonic() - started:.0f}s"
-    finally:
-        op.stop()
-    op.assert_no_tracebacks()

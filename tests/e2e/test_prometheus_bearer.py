@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,8 +29,9 @@ import requests
 
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
-from tests.e2e.infsvc import TICK, condition, replicas, sample_replicas, service, status
-from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.infsvc import TICK, metrics_condition, replicas, sample_replicas, service, status
+from tests.e2e.operator_proc import OperatorProcess, running
+from tests.e2e.second_prometheus import second_prometheus
 
 pytestmark = pytest.mark.usefixtures("crd")
 
@@ -75,34 +75,13 @@ def backend(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Itera
     if ip is None:
         pytest.skip("this machine has no non-loopback, non-link-local IPv4 address for the apiserver's proxy to dial")
     d = tmp_path_factory.mktemp("backend-prometheus")
-    (d / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 5s\n  evaluation_interval: 5s\nscrape_configs:\n- job_name: local\n"
-        f"  honor_labels: true\n  file_sd_configs:\n  - files: ['{cluster.targets_dir}/*.json']\n"
-        "    refresh_interval: 5s\n"
-    )
     port = _free_port(ip)
-    log = open(d / "prometheus.log", "wb")  # noqa: SIM115 - open for the process's whole life
-    proc = subprocess.Popen(
-        ["prometheus", f"--config.file={d / 'prometheus.yml'}", f"--storage.tsdb.path={d / 'data'}",
-         f"--web.listen-address={ip}:{port}"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
 
     def ready() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"prometheus exited: {(d / 'prometheus.log').read_text()[-2000:]}")
-        try:
-            return requests.get(f"http://{ip}:{port}/-/ready", timeout=2).ok
-        except requests.RequestException:
-            return False
+        return requests.get(f"http://{ip}:{port}/-/ready", timeout=2).ok
 
-    try:
-        eventually(ready, 30, f"the second Prometheus on {ip}:{port} to be ready")
+    with second_prometheus(cluster, d, f"{ip}:{port}", ready):
         yield Backend(ip, port)
-    finally:
-        proc.terminate()
-        proc.wait(30)
-        log.close()
 
 
 @dataclass
@@ -230,12 +209,8 @@ def _operator(cluster: Cluster, namespace: str, guarded: Guarded, token_file: Pa
                                        "--prometheus-ca-file", str(guarded.ca)])  # fmt: skip
 
 
-def _metrics_condition(cluster: Cluster, namespace: str) -> dict[str, str] | None:
-    return condition(status(cluster, namespace), "MetricsAvailable")
-
-
 def _refused(cluster: Cluster, namespace: str) -> dict[str, str] | None:
-    c = _metrics_condition(cluster, namespace)
+    c = metrics_condition(cluster, namespace)
     return c if c is not None and c["status"] == "False" and REFUSED in c["message"] else None
 
 
@@ -246,17 +221,12 @@ def test_with_a_token_rbac_grants_the_operator_scales_through_the_apiserver_prox
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
     token = guarded.dir / "token"
     token.write_text(guarded.reader + "\n")
-    op = _operator(cluster, namespace, guarded, token)
-    op.start()
-    try:
+    with running(_operator(cluster, namespace, guarded, token)) as op:
         eventually(lambda: replicas(cluster, namespace) > 1, 90, "a scale-up read through the apiserver's proxy")
-        metrics = _metrics_condition(cluster, namespace)
+        metrics = metrics_condition(cluster, namespace)
         assert metrics is not None and metrics["status"] == "True", metrics
         assert f"bearer token; CA {guarded.ca}" in op.output()  # the start line says how it reaches Prometheus
         assert guarded.reader not in op.output()
-    finally:
-        op.stop()
-    op.assert_no_tracebacks()
 
 
 def test_with_a_token_rbac_refuses_the_count_holds_and_status_says_403(
@@ -266,9 +236,7 @@ def test_with_a_token_rbac_refuses_the_count_holds_and_status_says_403(
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
     token = guarded.dir / "token"
     token.write_text(guarded.stranger + "\n")
-    op = _operator(cluster, namespace, guarded, token)
-    op.start()
-    try:
+    with running(_operator(cluster, namespace, guarded, token)) as op:
         found = eventually(lambda: _refused(cluster, namespace), 60, "MetricsAvailable=False saying HTTP 403")
         assert "check the token or password file" in found["message"], found
         assert guarded.stranger not in json.dumps(status(cluster, namespace))
@@ -278,9 +246,6 @@ def test_with_a_token_rbac_refuses_the_count_holds_and_status_says_403(
         # a negative window of three ticks: a token that got through would have scaled within it (see above)
         assert {n for _, n in sample_replicas(cluster, namespace, 3 * TICK)} == {1}
         assert guarded.stranger not in op.output()
-    finally:
-        op.stop()
-    op.assert_no_tracebacks()
 
 
 def test_a_token_the_kubelet_rotates_is_read_again_without_a_restart(
@@ -289,19 +254,14 @@ def test_a_token_the_kubelet_rotates_is_read_again_without_a_restart(
     target.set(kv=0.95, waiting=20, running=30)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
     projected = ProjectedToken(guarded.dir / "serviceaccount", guarded.stranger)
-    op = _operator(cluster, namespace, guarded, projected.path)
-    op.start()
-    assert op.proc is not None
-    pid = op.proc.pid
-    try:
+    with running(_operator(cluster, namespace, guarded, projected.path)) as op:
+        assert op.proc is not None
+        pid = op.proc.pid
         eventually(lambda: _refused(cluster, namespace), 60, "MetricsAvailable=False saying HTTP 403")
         assert replicas(cluster, namespace) == 1
         projected.write(guarded.reader)  # the kubelet's rotation: the same path, a new file behind it
         eventually(lambda: replicas(cluster, namespace) > 1, 90, "a scale-up with the rotated token")
-        metrics = _metrics_condition(cluster, namespace)
+        metrics = metrics_condition(cluster, namespace)
         assert metrics is not None and metrics["status"] == "True", metrics
         assert op.proc.poll() is None and op.proc.pid == pid, "the operator was restarted"
         assert op.output().count("inferscale started") == 1, op.output()[-3000:]
-    finally:
-        op.stop()
-    op.assert_no_tracebacks()

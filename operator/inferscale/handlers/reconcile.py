@@ -76,9 +76,13 @@ async def write_status(kube: KubeApi, path: str, body: Mapping[str, Any], logger
     except KubeError as e:
         if e.status == 409 and "resourceVersion" in (body.get("metadata") or {}):
             return False
-        metrics.KUBE_ERRORS.labels("status").inc()
-        logger.warning("could not write status %s: %s", path, e)
-        return False
+        return _status_failed(path, e, logger)
+
+
+def _status_failed(path: str, e: KubeError, logger: logging.Logger) -> bool:
+    metrics.KUBE_ERRORS.labels("status").inc()
+    logger.warning("could not write status %s: %s", path, e)
+    return False
 
 
 async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any]) -> bool:
@@ -89,28 +93,25 @@ async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, sta
     the version read then. Each write's answer moves the version on for the tick's next write."""
     meta = body.get("metadata")
     version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
-    for retry in (False, True):
+
+    async def send(version: str | None) -> dict[str, Any]:
         patch = {"metadata": {"resourceVersion": version}, "status": status} if version else {"status": status}
+        return await rt.kube.merge_patch(path, patch)
+
+    try:
         try:
-            answer = await rt.kube.merge_patch(path, patch)
+            answer = await send(version)
         except KubeError as e:
-            if e.status == 409 and version and not retry:
-                try:
-                    version = ((await rt.kube.get(path.removesuffix("/status"))).get("metadata") or {}).get(
-                        "resourceVersion"
-                    )
-                except KubeError as again:
-                    e = again
-                else:
-                    continue
-            metrics.KUBE_ERRORS.labels("status").inc()
-            rt.logger.warning("could not write status %s: %s", path, e)
-            return False
-        written = (answer.get("metadata") or {}).get("resourceVersion")
-        if written and isinstance(meta, dict):
-            meta["resourceVersion"] = written
-        return True
-    return False
+            if e.status != 409 or not version:
+                raise
+            fresh = await rt.kube.get(path.removesuffix("/status"))
+            answer = await send((fresh.get("metadata") or {}).get("resourceVersion"))
+    except KubeError as e:
+        return _status_failed(path, e, rt.logger)
+    written = (answer.get("metadata") or {}).get("resourceVersion")
+    if written and isinstance(meta, dict):
+        meta["resourceVersion"] = written
+    return True
 
 
 async def _patch_status(
