@@ -72,17 +72,29 @@ LOW_BUCKETS = 2
 
 
 def recommend(
-    demand_rps: float, capacity_rps: float, learned: bool, horizon: float, tolerance: float, current: int
+    demand_rps: float,
+    capacity_rps: float,
+    learned: bool,
+    horizon: float,
+    tolerance: float,
+    current: int,
+    *,
+    forecast_rps: float | None,
 ) -> tuple[Recommendation, int]:
-    """The recommendation, and the count it would ask for without the dead-band."""
+    """The recommendation, and the count it would ask for without the dead-band. `demand_rps` is the
+    larger of `forecast_rps` and the load now; the message says which it was, so that it agrees with the
+    forecast the status reports."""
     replicas, held = _need(demand_rps, capacity_rps, tolerance, current)
     source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
+    if forecast_rps is not None and demand_rps <= forecast_rps:
+        demand = f"forecast {demand_rps:.2f} req/s {when}"
+    elif forecast_rps is not None:
+        demand = f"load now {demand_rps:.2f} req/s (above the forecast {forecast_rps:.2f} {when})"
+    else:
+        demand = f"load now {demand_rps:.2f} req/s (no forecast)"
     outcome = f", within {tolerance:.0%} tolerance → hold {current}" if held else f" → {replicas}"
-    message = (
-        f"forecast {demand_rps:.2f} req/s {when} / {capacity_rps:.2f} req/s per replica ({source}) "
-        f"at {HEADROOM:.0%}{outcome}"
-    )
+    message = f"{demand} / {capacity_rps:.2f} req/s per replica ({source}) at {HEADROOM:.0%}{outcome}"
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 

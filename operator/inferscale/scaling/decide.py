@@ -148,7 +148,7 @@ def _signals(
     per_replica, learned = capacity.estimate(state, policy.capacity_prior_rps)
     demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
-        recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current))
+        recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current, forecast_rps=fc.rps))
     elif per_replica is None and policy.capacity_note:
         remarks.append(policy.capacity_note)
     return recs, remarks

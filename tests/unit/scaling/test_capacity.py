@@ -67,8 +67,24 @@ def test_the_learned_figure_follows_the_prior_through_a_change_of_lengths() -> N
     ],
 )
 def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int, expected: int) -> None:
-    rec, _ = capacity.recommend(demand, 12.0, True, 180.0, 0.1, current)  # 10.2 req/s per replica at 85%
+    # 10.2 req/s per replica at 85%
+    rec, _ = capacity.recommend(demand, 12.0, True, 180.0, 0.1, current, forecast_rps=demand)
     assert rec.replicas == expected
+
+
+@pytest.mark.parametrize(
+    ("forecast", "expected"),
+    [
+        (50.0, "forecast 50.00 req/s in 180s / 12.00 req/s per replica (learned) at 85% → 5"),
+        (40.0, "load now 50.00 req/s (above the forecast 40.00 in 180s) / 12.00 req/s per replica (learned)"),
+        (None, "load now 50.00 req/s (no forecast) / 12.00"),
+    ],
+)
+def test_the_capacity_message_names_the_forecast_only_when_the_demand_is_the_forecast(
+    forecast: float | None, expected: str
+) -> None:
+    rec, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=forecast)
+    assert rec.message.startswith(expected)
 
 
 def test_the_low_floor_is_the_need_at_the_lowest_capacity_with_the_dead_band() -> None:
