@@ -17,10 +17,12 @@ from rich.table import Table
 from inferscale.commands import checks
 from inferscale.perf import PerfError, model_spec
 from inferscale.scaling.durations import format_duration
+from inferscale.sim.decisions import write_jsonl
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_formats, plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
+from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.run import RunConfig, RunResult, parallel, run_policy
 from inferscale.sim.scenario import (
     DEFAULT_TIME_TO_READY,
@@ -34,6 +36,7 @@ from inferscale.sim.scenario import (
 from inferscale.sim.traces import TRACE_FORMATS, TraceError, resolve_format
 
 MODES = ("auto", "request", "fluid")
+EXPLAINED = Inferscale.name  # the policy whose decisions carry a reason and a message
 REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
 
 
@@ -64,11 +67,16 @@ def _policies(given: list[str] | None) -> list[str]:
     return names
 
 
-def _check_outputs(json_out: Path | None, plot: Path | None) -> None:
-    if json_out is not None and plot is not None and json_out.resolve() == plot.resolve():
-        raise SimulateInputError(f"--json and --plot are the same file {plot}; give each its own")
+def _check_outputs(json_out: Path | None, plot: Path | None, decisions: Path | None = None) -> None:
+    given = [(flag, p) for flag, p in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)) if p]
+    for i, (flag, path) in enumerate(given):
+        for other, second in given[i + 1 :]:
+            if path.resolve() == second.resolve():
+                raise SimulateInputError(f"{flag} and {other} are the same file {second}; give each its own")
     if json_out is not None:
         checks.output_file("--json", json_out)
+    if decisions is not None:
+        checks.output_file("--decisions", decisions)
     if plot is not None:
         formats = sorted(plot_formats())
         # matplotlib appends .png to a name without a suffix: the file written would not be the one checked
@@ -287,6 +295,14 @@ def simulate(
     ] = None,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
+    decisions: Annotated[
+        Path | None,
+        typer.Option(
+            "--decisions",
+            help="Write inferscale's decisions here as JSON Lines: every scale, and every tick whose reason "
+            "changed, with the message the operator would give.",
+        ),
+    ] = None,
     workers: Annotated[
         int,
         typer.Option(
@@ -308,7 +324,12 @@ def simulate(
         names = _policies(policy)
         if workers < 0:
             raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the cores), got {workers}")
-        _check_outputs(json_out, plot)
+        if decisions is not None and EXPLAINED not in names:
+            raise SimulateInputError(
+                f"--decisions: only {EXPLAINED} explains its decisions, and it is not among the policies; "
+                f"add --policy {EXPLAINED}"
+            )
+        _check_outputs(json_out, plot, decisions)
         scenario = build_scenario(
             trace,
             fmt,
@@ -389,6 +410,12 @@ def simulate(
             json_out.write_text(json.dumps(doc, indent=2) + "\n")
         except OSError as e:
             print(f"error: --json {json_out}: cannot write the results: {e.strerror or e}", file=sys.stderr)
+            failed = True
+    if decisions is not None:
+        try:
+            write_jsonl(decisions, [(n, r.decisions) for n, r in results.items() if r.decisions])
+        except OSError as e:
+            print(f"error: --decisions {decisions}: cannot write the decisions: {e.strerror or e}", file=sys.stderr)
             failed = True
     if plot is not None:
         title = f"{scenario.trace.stem}: {scenario.model} on {scenario.gpu}, TTR {scenario.time_to_ready}"

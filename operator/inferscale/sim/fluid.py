@@ -42,6 +42,7 @@ import numpy as np
 from inferscale.perf import ReplicaProfile, operating_point
 from inferscale.perf.capacity import ReplicaQueue, hard_limit
 from inferscale.scaling.types import MetricsState, Observation, RateSample
+from inferscale.sim.decisions import DecisionLog
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.run import RunConfig, RunResult, Timeline
 from inferscale.sim.scores import Scores
@@ -157,6 +158,7 @@ def run_fluid(
     minute = _LastMinute(dt)
     history: list[RateSample] = []
     timeline = Timeline()
+    log = DecisionLog(policy)
     next_decide = cfg.first_decision(policy.interval)
     next_sample = cfg.timeline_step
     next_history = 60.0
@@ -213,6 +215,7 @@ def run_fluid(
                 lengths,
             )
             want = max(0, policy.decide(obs, now, history))
+            log.after_decide(obs, now)
             current = ready + len(pending)
             if want != current:
                 scale_actions += 1
@@ -246,7 +249,7 @@ def run_fluid(
         requests=round(total),
         unfinished=round(backlog),
     )
-    return RunResult(policy.name, scores, timeline, time.perf_counter() - started)
+    return RunResult(policy.name, scores, timeline, time.perf_counter() - started, decisions=log.records)
 
 
 class _LastMinute:

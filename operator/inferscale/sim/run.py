@@ -18,6 +18,7 @@ from multiprocessing import get_context
 import numpy as np
 import numpy.typing as npt
 
+from inferscale.sim.decisions import DecisionLog, DecisionRecord
 from inferscale.sim.engine import EngineConfig, Outcomes
 from inferscale.sim.fleet import Fleet, TimeToReady
 from inferscale.sim.observe import Observer
@@ -105,6 +106,7 @@ class RunResult:
     timeline: Timeline
     wall_seconds: float
     outcomes: Outcomes | None = None  # per request; dropped when results cross a process boundary
+    decisions: list[DecisionRecord] = field(default_factory=list)  # empty for a policy that does not explain
 
 
 Progress = Callable[[float], None]  # fraction of the trace replayed, 0..1
@@ -120,6 +122,7 @@ def run_policy(
     fleet.start(cfg.initial_replicas)
     observer = Observer(cfg.scrape_interval)
     timeline = Timeline()
+    log = DecisionLog(policy)
     interval = policy.interval
     if not (interval > 0 and math.isfinite(interval)):
         raise ValueError(f"policy {policy.name!r} has an invalid interval {interval!r}")
@@ -146,6 +149,7 @@ def run_policy(
             if next_decide <= tau:
                 obs = observer.observe(tau, fleet)
                 fleet.scale_to(policy.decide(obs, tau, observer.rate_history), tau)
+                log.after_decide(obs, tau)
                 next_decide += interval
             if next_sample <= tau:
                 obs = observer.observe(tau, fleet)
@@ -188,7 +192,7 @@ def run_policy(
     )
     if progress is not None:
         progress(1.0)
-    return RunResult(policy.name, result, timeline, time.perf_counter() - started, outcomes)
+    return RunResult(policy.name, result, timeline, time.perf_counter() - started, outcomes, log.records)
 
 
 # -- several policies side by side ----------------------------------------------------------------------

@@ -4,6 +4,7 @@ import errno
 import json
 import os
 from collections.abc import Callable
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,47 @@ def test_json_and_plot_cannot_be_the_same_file(azure_trace: Path, tmp_path: Path
     assert not png.exists()
 
 
+def test_decisions_are_written_as_json_lines_that_account_for_every_scale(tmp_path: Path) -> None:
+    # 10 minutes at 2 requests/s, then 10 at 8: the warm fleet is sized on the first 10, so inferscale scales
+    lines = [AZURE_HEADER]
+    t = 0.0
+    while t < 1200.0:
+        m, sec = divmod(t, 60)
+        lines.append(f"2023-11-16 18:{10 + int(m):02d}:{sec:09.6f},{300 + int(t) % 350},{20 + int(t) % 40}\n")
+        t += 0.5 if t < 600.0 else 0.125
+    trace = tmp_path / "step.csv"
+    trace.write_text("".join(lines))
+    out, log = tmp_path / "r.json", tmp_path / "decisions.jsonl"
+    code, _, stderr = invoke(
+        "--trace", str(trace), "--rate-scale", "20", "--policy", "inferscale", "--policy", "static-peak",
+        "--time-to-ready", "60s", "--json", str(out), "--decisions", str(log), "--workers", "1",
+    )  # fmt: skip
+    assert code == 0, stderr
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert records and {line["policy"] for line in records} == {"inferscale"}  # static-peak does not explain
+    scaled = [line for line in records if line["from"] != line["to"]]
+    assert len(scaled) == json.loads(out.read_text())["policies"]["inferscale"]["scale_actions"] > 0
+    assert all(b["from"] == a["to"] and b["at_s"] > a["at_s"] for a, b in pairwise(records))
+    assert all(line["message"] and line["reason"] for line in records)
+    assert scaled[0]["to"] > scaled[0]["from"] and scaled[0]["at_s"] > 600.0
+
+
+@pytest.mark.usefixtures("no_replay")
+def test_decisions_need_the_policy_that_explains_them(azure_trace: Path, tmp_path: Path) -> None:
+    log = tmp_path / "d.jsonl"
+    code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "oracle", "--decisions", str(log))
+    assert code == 2
+    assert "error: --decisions: only inferscale explains its decisions, and it is not among the policies" in stderr
+    assert not log.exists()
+
+
+@pytest.mark.usefixtures("no_replay")
+def test_decisions_and_json_cannot_be_the_same_file(azure_trace: Path, tmp_path: Path) -> None:
+    same = tmp_path / "r.json"
+    code, _, stderr = invoke("--trace", str(azure_trace), "--json", str(same), "--decisions", str(same))
+    assert code == 2 and f"error: --json and --decisions are the same file {same}" in stderr
+
+
 @pytest.mark.parametrize(("duration", "noted"), [("20m", True), ("10m", False), ("5m", False)])
 def test_a_duration_longer_than_the_trace_is_noted(azure_trace: Path, duration: str, noted: bool) -> None:
     code, stdout, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--duration", duration)
@@ -228,6 +270,22 @@ def test_a_failed_write_is_one_line_and_the_other_output_is_still_written(
         assert png.read_bytes()[:4] == b"\x89PNG"
     else:
         assert json.loads(out.read_text())["policies"]["static-peak"]["requests"] == 1200
+
+
+def test_a_failed_decisions_write_is_one_line_and_the_json_is_still_written(
+    azure_trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*_args: object, **_kwargs: object) -> int:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(simulate_cmd, "write_jsonl", disk_full)
+    out, log = tmp_path / "r.json", tmp_path / "d.jsonl"
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--policy", "inferscale", "--json", str(out), "--decisions", str(log)
+    )  # fmt: skip
+    assert code == 1
+    assert "error: --decisions " in stderr and "No space left on device" in stderr and "Traceback" not in stderr
+    assert json.loads(out.read_text())["policies"]["inferscale"]["requests"] == 1200
 
 
 def test_the_process_pool_is_no_larger_than_the_policies(azure_trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,99 @@
+"""The decisions a replay keeps: every scale and every change of reason, chained, in the operator's words."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from itertools import pairwise
+from pathlib import Path
+
+import numpy as np
+from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, steady_trace
+
+from inferscale.perf import replica_capacity_rps
+from inferscale.sim.decisions import DecisionRecord, write_jsonl
+from inferscale.sim.engine import EngineConfig
+from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.fluid import run_fluid
+from inferscale.sim.policies.inferscale import Inferscale
+from inferscale.sim.policies.static_peak import StaticPeak
+from inferscale.sim.run import RunConfig, RunResult, Workload, run_policy
+from inferscale.sim.traces import RatePoint
+
+CAPACITY = replica_capacity_rps(PROFILE, 1000, 200, 0.5, 0.05)
+# 2 replicas' worth, then 6 from minute 5 to minute 15, then 2 again: a scale-up, a hold, a scale-down
+SEGMENTS = [(0.0, 300.0, 2 * CAPACITY), (300.0, 900.0, 6 * CAPACITY), (900.0, 1800.0, 2 * CAPACITY)]
+
+
+def config(initial: int) -> RunConfig:
+    engine = EngineConfig.from_profile(PROFILE)
+    return RunConfig(engine, PROFILE.gpus, 0.5, 0.05, TimeToReady.parse("60s"), initial, warmup=10.0)
+
+
+@cache
+def request_level() -> RunResult:
+    """inferscale's request-level replay of the steps, run once for the module (a few seconds)."""
+    trace = steady_trace(SEGMENTS)
+    n = len(trace.requests)
+    workload = Workload(
+        "steps",
+        np.fromiter((r.arrival for r in trace.requests), np.float64, n),
+        np.full(n, 1000, np.int64),
+        np.full(n, 200, np.int64),
+        trace.duration,
+    )
+    ctx = make_ctx(trace=trace, time_to_ready=60.0, max_replicas=20, initial_replicas=3)
+    return run_policy(workload, Inferscale(ctx), config(3))
+
+
+def assert_chained(records: list[DecisionRecord], scale_actions: int) -> None:
+    assert records, "no decision kept"
+    assert all(a.at < b.at for a, b in pairwise(records))
+    # Nothing between two records changed the count: each starts where the one before left it.
+    assert all(b.current == a.replicas for a, b in pairwise(records))
+    assert sum(r.changed for r in records) == scale_actions > 0
+    # and no two records in a row say the same thing about the same count
+    assert all(b.changed or (a.reason, a.replicas) != (b.reason, b.current) for a, b in pairwise(records))
+    assert all(r.message and r.recommendations for r in records)
+
+
+def test_a_request_level_replay_keeps_every_scale_and_every_change_of_reason() -> None:
+    r = request_level()
+    assert_chained(r.decisions, r.scores.scale_actions)
+    ups = [d for d in r.decisions if d.replicas > d.current]
+    downs = [d for d in r.decisions if d.replicas < d.current]
+    assert ups and downs
+    assert 300.0 <= ups[0].at < 900.0  # the load step, not before it
+    assert downs[-1].at > 900.0
+    # the scale-down window is told, not silent: a hold names it before the count comes down
+    assert any(d.reason == "ScaleDownStabilizing" and 900.0 < d.at < downs[-1].at for d in r.decisions)
+    assert all(d.horizon == 60.0 for d in r.decisions)  # the lead is the time-to-ready
+
+
+def fluid(policy_for: type[Inferscale] | type[StaticPeak]) -> RunResult:
+    curve = [RatePoint(t, rate, 1000.0, 200.0) for t, _end, rate in SEGMENTS]
+    ctx = make_ctx(time_to_ready=60.0, max_replicas=20, initial_replicas=3)
+    return run_fluid(curve, 1800.0, policy_for(ctx), PROFILE, config(3))
+
+
+def test_the_fluid_replay_keeps_them_too() -> None:
+    r = fluid(Inferscale)
+    assert_chained(r.decisions, r.scores.scale_actions)
+
+
+def test_a_policy_that_does_not_explain_leaves_no_record() -> None:
+    r = fluid(StaticPeak)
+    assert r.scores.scale_actions >= 1 and r.decisions == []  # it scaled, and explained none of it
+
+
+def test_the_json_lines_carry_the_policy_and_no_nan(tmp_path: Path) -> None:
+    r = request_level()
+    first = r.decisions[0]
+    records = [first, DecisionRecord(**{**first.__dict__, "forecast_rps": float("nan")})]
+    path = tmp_path / "d.jsonl"
+    assert write_jsonl(path, [("inferscale", records)]) == 2
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["policy"] for line in lines] == ["inferscale", "inferscale"]
+    assert lines[0]["from"] == first.current and lines[0]["to"] == first.replicas
+    assert lines[0]["message"] == first.message
+    assert lines[1]["forecast_rps"] is None
