@@ -67,10 +67,16 @@ def _policies(given: list[str] | None) -> list[str]:
     return names
 
 
-def _check_outputs(json_out: Path | None, plot: Path | None, decisions: Path | None = None) -> None:
-    given = [(flag, p) for flag, p in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)) if p]
-    for i, (flag, path) in enumerate(given):
-        for other, second in given[i + 1 :]:
+def _check_outputs(
+    json_out: Path | None, plot: Path | None, decisions: Path | None = None, trace: Path | None = None
+) -> None:
+    outputs = [(flag, p) for flag, p in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)) if p]
+    for flag, path in outputs:
+        # an output written over the trace would destroy the input (root writes over a read-only file too)
+        if trace is not None and path.resolve() == trace.resolve():
+            raise SimulateInputError(f"{flag} {path} is the trace itself; write the results to another file")
+    for i, (flag, path) in enumerate(outputs):
+        for other, second in outputs[i + 1 :]:
             if path.resolve() == second.resolve():
                 raise SimulateInputError(f"{flag} and {other} are the same file {second}; give each its own")
     if json_out is not None:
@@ -329,7 +335,7 @@ def simulate(
                 f"--decisions: only {EXPLAINED} explains its decisions, and it is not among the policies; "
                 f"add --policy {EXPLAINED}"
             )
-        _check_outputs(json_out, plot, decisions)
+        _check_outputs(json_out, plot, decisions, trace)
         scenario = build_scenario(
             trace,
             fmt,

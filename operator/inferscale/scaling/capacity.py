@@ -87,7 +87,8 @@ def recommend(
     replicas, held = _need(demand_rps, capacity_rps, tolerance, current)
     source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
-    if forecast_rps is not None and demand_rps <= forecast_rps:
+    # compared as printed, so that the message never reads 'above the forecast' of the same figure
+    if forecast_rps is not None and round(demand_rps, 2) <= round(forecast_rps, 2):
         demand = f"forecast {demand_rps:.2f} req/s {when}"
     elif forecast_rps is not None:
         demand = f"load now {demand_rps:.2f} req/s (above the forecast {forecast_rps:.2f} {when})"

@@ -49,7 +49,7 @@ class DecisionRecord:
     def to_json(self, policy: str) -> dict[str, Any]:
         return {
             "policy": policy,
-            "at_s": self.at,
+            "at_s": _finite(self.at),
             "from": self.current,
             "to": self.replicas,
             "ready": self.ready,
@@ -58,7 +58,7 @@ class DecisionRecord:
             "message": self.message,
             "forecast_rps": _finite(self.forecast_rps),
             "forecast_method": self.forecast_method,
-            "horizon_s": self.horizon,
+            "horizon_s": _finite(self.horizon),
             "recommendations": [{"signal": s, "replicas": n} for s, n in self.recommendations],
             "limits": list(self.limits),
         }
@@ -102,11 +102,11 @@ def write_jsonl(path: Path, logs: Iterable[tuple[str, list[DecisionRecord]]]) ->
     with path.open("w") as f:
         for policy, records in logs:
             for r in records:
-                f.write(json.dumps(r.to_json(policy)) + "\n")
+                f.write(json.dumps(r.to_json(policy), allow_nan=False) + "\n")
                 n += 1
     return n
 
 
 def _finite(x: float | None) -> float | None:
-    # JSON has no NaN or Infinity; a forecast that is not a number is no forecast
+    # JSON has no NaN or Infinity; a number that is not finite is not known
     return x if x is not None and math.isfinite(x) else None

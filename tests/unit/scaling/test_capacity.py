@@ -78,6 +78,7 @@ def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int,
         (50.0, "forecast 50.00 req/s in 180s / 12.00 req/s per replica (learned) at 85% → 5"),
         (40.0, "load now 50.00 req/s (above the forecast 40.00 in 180s) / 12.00 req/s per replica (learned)"),
         (None, "load now 50.00 req/s (no forecast) / 12.00"),
+        (49.999, "forecast 50.00 req/s in 180s"),  # not 'above the forecast 50.00'
     ],
 )
 def test_the_capacity_message_names_the_forecast_only_when_the_demand_is_the_forecast(

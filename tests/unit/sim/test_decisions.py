@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -11,18 +12,48 @@ import numpy as np
 from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, steady_trace
 
 from inferscale.perf import replica_capacity_rps
+from inferscale.scaling.types import Decision, Observation, RateSample
 from inferscale.sim.decisions import DecisionRecord, write_jsonl
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import run_fluid
+from inferscale.sim.policies import PolicyContext
 from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.policies.static_peak import StaticPeak
-from inferscale.sim.run import RunConfig, RunResult, Workload, run_policy
+from inferscale.sim.policy import ScalingPolicy
+from inferscale.sim.run import RunConfig, RunResult, Workload, parallel, run_policy
 from inferscale.sim.traces import RatePoint
 
 CAPACITY = replica_capacity_rps(PROFILE, 1000, 200, 0.5, 0.05)
 # 2 replicas' worth, then 6 from minute 5 to minute 15, then 2 again: a scale-up, a hold, a scale-down
 SEGMENTS = [(0.0, 300.0, 2 * CAPACITY), (300.0, 900.0, 6 * CAPACITY), (900.0, 1800.0, 2 * CAPACITY)]
+
+
+class Capturing(Inferscale):
+    """inferscale, remembering every decision it made (not only the ones the log keeps)."""
+
+    def __init__(self, ctx: PolicyContext) -> None:
+        super().__init__(ctx)
+        self.every: list[tuple[float, Decision]] = []
+
+    def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
+        n = super().decide(obs, now, rate_history)
+        assert self.last_decision is not None
+        self.every.append((now, self.last_decision))
+        return n
+
+
+def kept_by_the_rule(every: list[tuple[float, Decision]]) -> list[tuple[float, int, int, str]]:
+    """The documented rule, applied to every decision: a scale, or a reason or count unlike the last kept."""
+    kept: list[tuple[float, int, int, str]] = []
+    for at, d in every:
+        if not kept or d.changed or (d.reason.value, d.current) != (kept[-1][3], kept[-1][2]):
+            kept.append((at, d.current, d.replicas, d.reason.value))
+    return kept
+
+
+def as_kept(records: list[DecisionRecord]) -> list[tuple[float, int, int, str]]:
+    return [(r.at, r.current, r.replicas, r.reason) for r in records]
 
 
 def config(initial: int) -> RunConfig:
@@ -31,7 +62,7 @@ def config(initial: int) -> RunConfig:
 
 
 @cache
-def request_level() -> RunResult:
+def request_level() -> tuple[RunResult, Capturing]:
     """inferscale's request-level replay of the steps, run once for the module (a few seconds)."""
     trace = steady_trace(SEGMENTS)
     n = len(trace.requests)
@@ -43,7 +74,8 @@ def request_level() -> RunResult:
         trace.duration,
     )
     ctx = make_ctx(trace=trace, time_to_ready=60.0, max_replicas=20, initial_replicas=3)
-    return run_policy(workload, Inferscale(ctx), config(3))
+    policy = Capturing(ctx)
+    return run_policy(workload, policy, config(3)), policy
 
 
 def assert_chained(records: list[DecisionRecord], scale_actions: int) -> None:
@@ -58,8 +90,10 @@ def assert_chained(records: list[DecisionRecord], scale_actions: int) -> None:
 
 
 def test_a_request_level_replay_keeps_every_scale_and_every_change_of_reason() -> None:
-    r = request_level()
+    r, policy = request_level()
     assert_chained(r.decisions, r.scores.scale_actions)
+    assert as_kept(r.decisions) == kept_by_the_rule(policy.every)
+    assert len(policy.every) > 2 * len(r.decisions)  # the steady holds between them are left out
     ups = [d for d in r.decisions if d.replicas > d.current]
     downs = [d for d in r.decisions if d.replicas < d.current]
     assert ups and downs
@@ -70,24 +104,39 @@ def test_a_request_level_replay_keeps_every_scale_and_every_change_of_reason() -
     assert all(d.horizon == 60.0 for d in r.decisions)  # the lead is the time-to-ready
 
 
-def fluid(policy_for: type[Inferscale] | type[StaticPeak]) -> RunResult:
+def fluid(policy: ScalingPolicy) -> RunResult:
     curve = [RatePoint(t, rate, 1000.0, 200.0) for t, _end, rate in SEGMENTS]
-    ctx = make_ctx(time_to_ready=60.0, max_replicas=20, initial_replicas=3)
-    return run_fluid(curve, 1800.0, policy_for(ctx), PROFILE, config(3))
+    return run_fluid(curve, 1800.0, policy, PROFILE, config(3))
+
+
+def fluid_ctx() -> PolicyContext:
+    return make_ctx(time_to_ready=60.0, max_replicas=20, initial_replicas=3)
 
 
 def test_the_fluid_replay_keeps_them_too() -> None:
-    r = fluid(Inferscale)
+    policy = Capturing(fluid_ctx())
+    r = fluid(policy)
     assert_chained(r.decisions, r.scores.scale_actions)
+    assert as_kept(r.decisions) == kept_by_the_rule(policy.every)
+
+
+def test_the_decisions_come_back_from_the_process_pool() -> None:
+    def job(name: str) -> RunResult:
+        return fluid(Inferscale(fluid_ctx()) if name == "inferscale" else StaticPeak(fluid_ctx()))
+
+    pooled = parallel(["inferscale", "static-peak"], job, workers=2)
+    alone = parallel(["inferscale", "static-peak"], job, workers=1)
+    assert pooled["inferscale"].decisions and pooled["inferscale"].decisions == alone["inferscale"].decisions
+    assert pooled["static-peak"].decisions == []
 
 
 def test_a_policy_that_does_not_explain_leaves_no_record() -> None:
-    r = fluid(StaticPeak)
+    r = fluid(StaticPeak(fluid_ctx()))
     assert r.scores.scale_actions >= 1 and r.decisions == []  # it scaled, and explained none of it
 
 
 def test_the_json_lines_carry_the_policy_and_no_nan(tmp_path: Path) -> None:
-    r = request_level()
+    r, _ = request_level()
     first = r.decisions[0]
     records = [first, DecisionRecord(**{**first.__dict__, "forecast_rps": float("nan")})]
     path = tmp_path / "d.jsonl"

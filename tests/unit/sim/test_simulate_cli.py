@@ -233,6 +233,15 @@ def test_decisions_and_json_cannot_be_the_same_file(azure_trace: Path, tmp_path:
     assert code == 2 and f"error: --json and --decisions are the same file {same}" in stderr
 
 
+@pytest.mark.parametrize("option", ["--json", "--plot", "--decisions"])
+@pytest.mark.usefixtures("no_replay")
+def test_no_output_is_written_over_the_trace(azure_trace: Path, option: str) -> None:
+    before = azure_trace.read_bytes()
+    code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "inferscale", option, str(azure_trace))
+    assert code == 2 and f"error: {option} {azure_trace} is the trace itself" in stderr
+    assert azure_trace.read_bytes() == before
+
+
 @pytest.mark.parametrize(("duration", "noted"), [("20m", True), ("10m", False), ("5m", False)])
 def test_a_duration_longer_than_the_trace_is_noted(azure_trace: Path, duration: str, noted: bool) -> None:
     code, stdout, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--duration", duration)
