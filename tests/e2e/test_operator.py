@@ -337,12 +337,14 @@ def test_k_the_lead_is_the_slowest_start_the_operator_measured_on_the_targets_po
             return out
 
         slowest = f"{max(starts()):.0f}s"
+        # Both at once: the API server's times have whole seconds, so a tick that saw one or two of the pods
+        # Ready can already read the slowest figure (a tie), before the operator's view has all three.
+        all_three = {"measured": slowest, "samples": 3}
         st = eventually(
-            lambda: (s := status(cluster, namespace)).get("timeToReady", {}).get("measured") == slowest and s,
+            lambda: (s := status(cluster, namespace)).get("timeToReady") == all_three and s,
             60,
-            f"status.timeToReady.measured == {slowest} (the slowest of {sorted(starts())})",
+            f"status.timeToReady == {all_three} (the slowest of {sorted(starts())})",
         )
-        assert st["timeToReady"]["samples"] == 3
         # the measured start replaces the spec's 3m prior as the forecast's horizon
         assert st["forecast"]["horizon"] == slowest
     finally:
