@@ -67,18 +67,17 @@ def _policies(given: list[str] | None) -> list[str]:
     return names
 
 
-def _check_outputs(
-    json_out: Path | None, plot: Path | None, decisions: Path | None = None, trace: Path | None = None
-) -> None:
-    outputs = [(flag, p) for flag, p in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)) if p]
-    for flag, path in outputs:
+def _check_outputs(trace: Path, json_out: Path | None, plot: Path | None, decisions: Path | None) -> None:
+    taken = {trace.resolve(): "--trace"}
+    for flag, path in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)):
+        if path is None:
+            continue
+        other = taken.setdefault(path.resolve(), flag)
         # an output written over the trace would destroy the input (root writes over a read-only file too)
-        if trace is not None and path.resolve() == trace.resolve():
+        if other == "--trace":
             raise SimulateInputError(f"{flag} {path} is the trace itself; write the results to another file")
-    for i, (flag, path) in enumerate(outputs):
-        for other, second in outputs[i + 1 :]:
-            if path.resolve() == second.resolve():
-                raise SimulateInputError(f"{flag} and {other} are the same file {second}; give each its own")
+        if other != flag:
+            raise SimulateInputError(f"{other} and {flag} are the same file {path}; give each its own")
     if json_out is not None:
         checks.output_file("--json", json_out)
     if decisions is not None:
@@ -335,7 +334,7 @@ def simulate(
                 f"--decisions: only {EXPLAINED} explains its decisions, and it is not among the policies; "
                 f"add --policy {EXPLAINED}"
             )
-        _check_outputs(json_out, plot, decisions, trace)
+        _check_outputs(trace, json_out, plot, decisions)
         scenario = build_scenario(
             trace,
             fmt,

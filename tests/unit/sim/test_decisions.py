@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import cache
 from itertools import pairwise
 from pathlib import Path
@@ -138,7 +139,7 @@ def test_a_policy_that_does_not_explain_leaves_no_record() -> None:
 def test_the_json_lines_carry_the_policy_and_no_nan(tmp_path: Path) -> None:
     r, _ = request_level()
     first = r.decisions[0]
-    records = [first, DecisionRecord(**{**first.__dict__, "forecast_rps": float("nan")})]
+    records = [first, replace(first, forecast_rps=float("nan"))]
     path = tmp_path / "d.jsonl"
     assert write_jsonl(path, [("inferscale", records)]) == 2
     lines = [json.loads(line) for line in path.read_text().splitlines()]

@@ -181,15 +181,18 @@ def test_checking_an_output_path_leaves_no_file_behind(azure_trace: Path, tmp_pa
     assert not out.exists()
 
 
-@pytest.mark.parametrize("json_name", ["r.png", "./r.png"])
+@pytest.mark.parametrize(
+    ("first", "second", "name"),
+    [("--json", "--plot", "r.png"), ("--json", "--plot", "./r.png"), ("--json", "--decisions", "r.png")],
+)
 @pytest.mark.usefixtures("no_replay")
-def test_json_and_plot_cannot_be_the_same_file(azure_trace: Path, tmp_path: Path, json_name: str) -> None:
-    png = tmp_path / "r.png"
-    code, _, stderr = invoke(
-        "--trace", str(azure_trace), "--json", str(tmp_path / json_name), "--plot", str(png)
-    )  # fmt: skip
-    assert code == 2 and f"error: --json and --plot are the same file {png}" in stderr
-    assert not png.exists()
+def test_two_outputs_cannot_be_the_same_file(
+    azure_trace: Path, tmp_path: Path, first: str, second: str, name: str
+) -> None:
+    path = tmp_path / "r.png"
+    code, _, stderr = invoke("--trace", str(azure_trace), first, str(tmp_path / name), second, str(path))
+    assert code == 2 and f"error: {first} and {second} are the same file {path}" in stderr
+    assert not path.exists()
 
 
 def test_decisions_are_written_as_json_lines_that_account_for_every_scale(tmp_path: Path) -> None:
@@ -224,13 +227,6 @@ def test_decisions_need_the_policy_that_explains_them(azure_trace: Path, tmp_pat
     assert code == 2
     assert "error: --decisions: only inferscale explains its decisions, and it is not among the policies" in stderr
     assert not log.exists()
-
-
-@pytest.mark.usefixtures("no_replay")
-def test_decisions_and_json_cannot_be_the_same_file(azure_trace: Path, tmp_path: Path) -> None:
-    same = tmp_path / "r.json"
-    code, _, stderr = invoke("--trace", str(azure_trace), "--json", str(same), "--decisions", str(same))
-    assert code == 2 and f"error: --json and --decisions are the same file {same}" in stderr
 
 
 @pytest.mark.parametrize("option", ["--json", "--plot", "--decisions"])
