@@ -39,8 +39,18 @@ from inferscale.sim.engine import EngineConfig, Outcomes, ReplicaEngine
 from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
+from inferscale.sim.policies.reactive_oracle import ReactiveOracle
+from inferscale.sim.reactive_reference import AtBudget, at_budget
 from inferscale.sim.run import RunResult, parallel, run_policy
-from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, MAX_OVER_PEAK, Prepared, Scenario, prepare, prepare_fluid
+from inferscale.sim.scenario import (
+    DEFAULT_TIME_TO_READY,
+    MAX_OVER_PEAK,
+    FluidPrepared,
+    Prepared,
+    Scenario,
+    prepare,
+    prepare_fluid,
+)
 from inferscale.sim.traces import (
     RatePoint,
     TraceError,
@@ -63,7 +73,8 @@ GOAL_ATTAINMENT = 0.99
 GOAL_GPU_RATIO = 1.15
 GOAL_SPEED = 50_000.0
 GOAL_REPLAY_S = 60.0
-INFERSCALE, ORACLE = "inferscale", "oracle"
+INFERSCALE, ORACLE, REACTIVE = "inferscale", "oracle", "reactive-oracle"
+REFERENCES = (ORACLE, REACTIVE)  # not peers: they know what no policy can
 
 ProgressLog = Callable[[str], None]
 
@@ -99,6 +110,10 @@ class TraceRun:
     # the 14-day fluid replay of a ServeGen curve
     cold_starts: list[ColdStart] = field(default_factory=list)
     cold_starts_full: list[ColdStart] = field(default_factory=list)
+    # the reactive oracle at inferscale's GPU-hours ("inferscale") and at the goal's ("goal")
+    # (`sim/reactive_reference.py`): request level, and the 14-day fluid replay of a ServeGen curve
+    reactive: dict[str, AtBudget] = field(default_factory=dict)
+    reactive_full: dict[str, AtBudget] = field(default_factory=dict)
 
 
 def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
@@ -178,8 +193,10 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     run.fluid_same = _fluid_all(level_names, curve, prepared.workload.duration, prepared, args.workers)
     if servegen:
         full = Scenario(path, fmt, rate_scale=scale, model=MODEL, gpu=GPU, slo_ttft=slo_ttft, slo_itl=SLO_ITL)
-        run.fluid_full, run.full_requests, run.full_duration, run.full_bounds = _fluid_14_days(full, args, log)
+        fp = prepare_fluid(full)
+        run.fluid_full, run.full_requests, run.full_duration, run.full_bounds = _fluid_14_days(fp, args, log)
         run.cold_starts_full = _cold_starts(full, args, log, fluid=True)
+        run.reactive_full = _reactive(fp, run.fluid_full, args, log)
     return run
 
 
@@ -200,6 +217,29 @@ def _replay(
     )
     run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in names], args, log)
     run.cold_starts = _cold_starts(scenario, args, log, fluid=False)
+    run.reactive = _reactive(prepared, run.request_level, args, log)
+
+
+def _reactive(
+    prepared: Prepared | FluidPrepared, results: dict[str, RunResult], args: argparse.Namespace, log: ProgressLog
+) -> dict[str, AtBudget]:
+    """The reactive oracle at inferscale's GPU-hours and at the goal's (1.15x the oracle's)."""
+    me, oracle, first = results.get(INFERSCALE), results.get(ORACLE), results.get(REACTIVE)
+    if me is None or oracle is None or first is None:
+        return {}
+    budgets = {INFERSCALE: me.scores.gpu_hours, "goal": GOAL_GPU_RATIO * oracle.scores.gpu_hours}
+
+    def replay(margin: float) -> RunResult:
+        policy = ReactiveOracle(prepared.context, margin)
+        if isinstance(prepared, FluidPrepared):
+            return run_fluid(prepared.curve, prepared.duration, policy, prepared.profile, prepared.run_config)
+        return run_policy(prepared.workload, policy, prepared.run_config)
+
+    def job(key: str) -> AtBudget:
+        return at_budget(replay, budgets[key], first)
+
+    log("  the reactive oracle at inferscale's GPU-hours and at the goal's")
+    return parallel(list(budgets), job, args.workers)
 
 
 def _cold_starts(scenario: Scenario, args: argparse.Namespace, log: ProgressLog, *, fluid: bool) -> list[ColdStart]:
@@ -289,10 +329,9 @@ def _fluid_all(
 
 
 def _fluid_14_days(
-    scenario: Scenario, args: argparse.Namespace, log: ProgressLog
+    fp: FluidPrepared, args: argparse.Namespace, log: ProgressLog
 ) -> tuple[dict[str, RunResult], float, float, Bounds]:
-    fp = prepare_fluid(scenario)
-    log(f"{scenario.trace.stem}: fluid, {fp.duration / 86400:.1f} days, {fp.expected_requests:,.0f} requests")
+    log(f"{fp.scenario.trace.stem}: fluid, {fp.duration / 86400:.1f} days, {fp.expected_requests:,.0f} requests")
     curve_tables(fp.curve, fp.profile)  # solved once here, inherited by the forked workers
     results = parallel(
         args.policies,
@@ -405,6 +444,70 @@ def _cold_start_rows(run: TraceRun) -> list[tuple[str, str, dict[str, RunResult]
             rows.append((label, DEFAULT_TIME_TO_READY, default))
             rows += [(label, str(c.time_to_ready), c.results) for c in shorter]
     return rows
+
+
+def _reactive_rows(run: TraceRun) -> list[tuple[str, RunResult, dict[str, RunResult], dict[str, AtBudget]]]:
+    """(replay, inferscale's result, the replay's results, the reactive oracle at each budget)."""
+    rows = []
+    for label, results, reactive in (
+        (f"{run.name} (fluid, 14 days)", run.fluid_full, run.reactive_full),
+        (
+            f"{run.name} ({'request-level slice' if run.fluid_full else 'request-level'})",
+            run.request_level,
+            run.reactive,
+        ),
+    ):
+        if reactive and INFERSCALE in results:
+            rows.append((label, results[INFERSCALE], results, reactive))
+    return rows
+
+
+def _at_budget_cell(a: AtBudget) -> str:
+    s = a.result.scores
+    return f"{_pct(s.slo_attainment)} (margin {a.margin:.2f}; {s.gpu_hours:,.2f} GPU-h, {100 * a.off_budget:+.1f}%)"
+
+
+def _reactive_goals(runs: list[TraceRun]) -> list[str]:
+    cells = []
+    for run in runs:
+        for label, _, _, reactive in _reactive_rows(run):
+            goal = reactive["goal"].result.scores.slo_attainment
+            cells.append(f"{label} {_pct(goal)}{'' if goal >= GOAL_ATTAINMENT else ' (no)'}")
+    if not cells:
+        return []
+    return [
+        "| without foresight: the reactive oracle (each window's need known when the window starts, nothing later) "
+        f"at {GOAL_GPU_RATIO}× the oracle's GPU-h reaches ≥ 99% | " + "; ".join(cells) + " |"
+    ]
+
+
+def _reactive_section(runs: list[TraceRun]) -> list[str]:
+    rows = [row for run in runs for row in _reactive_rows(run)]
+    if not rows:
+        return []
+    lines = [
+        "## Foresight: the most a policy that only reacts reaches",
+        "",
+        "The reactive oracle knows the need of the window it is in the moment the window starts (the oracle's "
+        "count for that window's requests) and nothing after it; it pays every cold start, since what it asks "
+        "for is Ready a time-to-ready later. Replayed with its count times a margin, it is asked at two budgets "
+        "(`sim/reactive_reference.py`): inferscale's GPU-hours, where more attainment than inferscale's is "
+        "what inferscale's policy leaves (late observation, holds) and less is what its forecast bought; and the "
+        f"goal's {GOAL_GPU_RATIO}× the oracle's GPU-hours, where a miss of 99% means no policy without foresight "
+        "of the traffic meets the goal on that replay. The margin is searched; each cell gives its GPU-hours "
+        "and how far they are from the budget.",
+        "",
+        f"| replay | inferscale | reactive oracle at inferscale's GPU-h | reactive oracle at {GOAL_GPU_RATIO}× the "
+        "oracle's GPU-h |",
+        "|---|---|---|---|",
+    ]
+    for label, me, results, reactive in rows:
+        s = me.scores
+        lines.append(
+            f"| {label} | {_pct(s.slo_attainment)} at {s.gpu_hours:,.2f} GPU-h ({_times(_ratio(me, results))}×) "
+            f"| {_at_budget_cell(reactive[INFERSCALE])} | {_at_budget_cell(reactive['goal'])} |"
+        )
+    return [*lines, ""]
 
 
 def _goals_met(results: dict[str, RunResult]) -> bool:
@@ -551,7 +654,7 @@ def _verdict(results: dict[str, RunResult], slo_ttft: float) -> list[str]:
     # with fewer GPU-hours; one that buys more attainment with more GPUs is a different trade, listed.
     beaten, costlier = [], []
     for name, r in results.items():
-        if name in (INFERSCALE, ORACLE):
+        if name == INFERSCALE or name in REFERENCES:
             continue
         b = r.scores
         if b.slo_attainment >= s.slo_attainment and b.gpu_hours <= s.gpu_hours:
@@ -657,6 +760,7 @@ def write_report(
         if _by_seed(run):
             lines.append(_seed_goal(run, "request-level slice" if run.fluid_full else "request-level"))
     lines += _cold_start_goals([*runs, *_variants(runs)])
+    lines += _reactive_goals([*runs, *_variants(runs)])
     lines.append(f"| simulator ≥ {GOAL_SPEED:,.0f} requests/s on one core | {speed[0]:,.0f} requests/s ({speed[1]}) |")
     for run in runs:
         if run.fluid_full:
@@ -683,6 +787,7 @@ def write_report(
         ]
         for run in seeded:
             lines += [f"### {run.name}", "", *_seed_table(run), ""]
+    lines += _reactive_section([*runs, *_variants(runs)])
     lines += _cold_start_section([*runs, *_variants(runs)])
     lines += [
         "## Fluid mode against the request-level engine",
@@ -873,7 +978,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.cold_starts = cold_starts
     args.policies = args.policies or list(POLICY_NAMES)
-    args.slice_policies = [n for n in (INFERSCALE, ORACLE, "static-peak") if n in args.policies]
+    args.slice_policies = [n for n in (INFERSCALE, ORACLE, REACTIVE, "static-peak") if n in args.policies]
     unknown = [n for n in args.policies if n not in POLICY_NAMES]
     bad = args.workers < 1 or args.peak_replicas < 1 or args.slice <= 0 or args.slice_time_scale <= 0
     if unknown or bad or any(s < 0 for s in args.seeds):

@@ -9,6 +9,12 @@ from matplotlib.figure import Figure
 
 from inferscale.sim.run import Timeline
 
+# the references (they know what no policy can) are drawn apart from the policies
+_REFERENCE_STYLES: dict[str, dict[str, str]] = {
+    "oracle": {"ls": "--", "color": "black"},
+    "reactive-oracle": {"ls": ":", "color": "gray"},
+}
+
 
 def plot_formats() -> frozenset[str]:
     """File suffixes (without the dot) `plot_timelines` can write: matplotlib picks the format from it."""
@@ -26,7 +32,7 @@ def plot_timelines(path: Path, timelines: Mapping[str, Timeline], slo_ttft: floa
     load_ax.set_title(title)
     for name, tl in timelines.items():
         hours = [t / 3600 for t in tl.at]
-        style = {"ls": "--", "color": "black"} if name == "oracle" else {}
+        style = _REFERENCE_STYLES.get(name, {})
         rep_ax.step(hours, tl.provisioned, where="post", lw=1.2, label=name, **style)
         ttft_ax.plot(hours, [v if v is not None else float("nan") for v in tl.ttft_p95], lw=1, label=name, **style)
     rep_ax.set_ylabel("replicas provisioned")

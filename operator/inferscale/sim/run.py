@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing import get_context
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -198,29 +199,33 @@ def run_policy(
 # -- several policies side by side ----------------------------------------------------------------------
 
 PolicyFactory = Callable[[str], ScalingPolicy]
-Job = Callable[[str], RunResult]
-_JOB: Job | None = None
+T = TypeVar("T")
+_JOB: Callable[[str], Any] | None = None
 
 
-def _run_job(name: str) -> RunResult:
-    assert _JOB is not None, "worker started without a job"
-    result = _JOB(name)
-    result.outcomes = None  # per-request arrays stay in the worker
+def _light(result: T) -> T:
+    """The result without its per-request arrays: they stay in the process that made them."""
+    if isinstance(result, RunResult):
+        result.outcomes = None
     return result
 
 
+def _run_job(name: str) -> Any:
+    assert _JOB is not None, "worker started without a job"
+    return _light(_JOB(name))
+
+
 def parallel(
-    names: Sequence[str], job: Job, workers: int = 1, on_done: Callable[[RunResult], None] | None = None
-) -> dict[str, RunResult]:
+    names: Sequence[str], job: Callable[[str], T], workers: int = 1, on_done: Callable[[T], None] | None = None
+) -> dict[str, T]:
     """`job(name)` for every name, in a forked process pool when `workers` > 1 (the job's closure, with
-    its workload, is inherited rather than pickled). Results keep the order of `names`."""
+    its workload, is inherited rather than pickled). Results keep the order of `names`; a RunResult comes
+    back without its per-request outcomes."""
     global _JOB
-    results: dict[str, RunResult] = {}
+    results: dict[str, T] = {}
     if workers <= 1 or len(names) <= 1:
         for name in names:
-            r = job(name)
-            r.outcomes = None
-            results[name] = r
+            r = results[name] = _light(job(name))
             if on_done is not None:
                 on_done(r)
         return results

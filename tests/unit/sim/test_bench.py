@@ -10,10 +10,16 @@ from tests.unit.sim.policies.policy_fixtures import make_ctx, steady_trace
 from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.sim.bench import (
     TraceRun,
+    _cold_start_goals,
+    _cold_start_section,
+    _pct,
     _policy_table,
+    _reactive_goals,
+    _reactive_section,
     _seed_goal,
     _seed_table,
     _targets_table,
+    _times,
     _verdict,
     closed_loop,
     scale_for,
@@ -22,7 +28,10 @@ from inferscale.sim.bench import (
     unloaded_ttft_misses,
 )
 from inferscale.sim.bounds import Bounds, replay_bounds, time_at_max
+from inferscale.sim.cold_start import ColdStart
 from inferscale.sim.engine import EngineConfig
+from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.reactive_reference import AtBudget
 from inferscale.sim.run import RunResult, Timeline
 from inferscale.sim.scenario import Scenario, prepare
 from inferscale.sim.scores import Scores
@@ -175,3 +184,49 @@ def test_the_setup_prints_each_baselines_target_per_replay() -> None:
     assert table[1] == "| replay | max replicas | keda-queue | aibrix-apa |"
     assert table[3].startswith("| m-small (14 days, fluid) | 75 | 5 waiting per replica | KV 0.06 ")
     assert _targets_table([run], ["inferscale"]) == []
+
+
+def test_a_missed_goal_never_prints_as_met() -> None:
+    assert _pct(0.98996) == "98.99%" and _pct(0.99) == "99.00%" and _pct(1.0) == "100.00%"
+    assert _times(1.15005) == "1.151" and _times(1.15) == "1.150" and _times(0.8531) == "0.854"
+
+
+def _level(attainment: float, gpu_hours: float, oracle_gpu_hours: float = 10.0) -> dict[str, RunResult]:
+    return {
+        "inferscale": _result("inferscale", attainment, gpu_hours),
+        "oracle": _result("oracle", 0.999, oracle_gpu_hours),
+    }
+
+
+def test_the_cold_start_lines_say_where_a_shorter_start_meets_the_goals() -> None:
+    run = TraceRun("m-mid", Path("m-mid.csv"), "servegen", 1.0, (1.0, 1.0))
+    run.request_level = _level(0.75, 11.0)
+    run.fluid_full = _level(0.973, 11.0)
+    run.cold_starts = [ColdStart(TimeToReady(52.5, 67.5), _level(0.93, 13.0))]
+    run.cold_starts_full = [ColdStart(TimeToReady(52.5, 67.5), _level(0.9913, 11.3))]
+    goals = _cold_start_goals([run])
+    assert goals[0].startswith(
+        "| inferscale ≥ 99% attainment at ≤ 1.15× oracle GPU-h with a time-to-ready of 210s-270s"
+    )
+    assert "0 of 2 replays" in goals[0]
+    assert "time-to-ready of 52.5s-67.5s | 1 of 2 replays; missed on m-mid (request-level slice) |" in goals[1]
+    table = _cold_start_section([run])
+    assert "| m-mid (fluid, 14 days) | 52.5s-67.5s | 99.13% | 11.30 | 1.130 | met |" in "\n".join(table)
+    assert "| m-mid (request-level slice) | 52.5s-67.5s | 93.00% | 13.00 | 1.300 | missed |" in "\n".join(table)
+    assert _cold_start_section([TraceRun("x", Path("x.csv"), "azure", 1.0, (1.0, 1.0))]) == []
+
+
+def test_the_reactive_oracle_lines_say_whether_99_percent_fits_without_foresight() -> None:
+    run = TraceRun("azure", Path("azure.csv"), "azure", 1.0, (1.0, 1.0))
+    run.request_level = _level(0.9924, 11.5)
+    run.reactive = {
+        "inferscale": AtBudget(11.5, 1.2, _result("reactive-oracle", 0.995, 11.6)),
+        "goal": AtBudget(11.5, 1.2, _result("reactive-oracle", 0.985, 11.4)),
+    }
+    [goal] = _reactive_goals([run])
+    assert goal.endswith("| azure (request-level) 98.50% (no) |")
+    table = "\n".join(_reactive_section([run]))
+    assert (
+        "| azure (request-level) | 99.24% at 11.50 GPU-h (1.150×) | 99.50% (margin 1.20; 11.60 GPU-h, +0.9%) |" in table
+    )
+    assert _reactive_goals([TraceRun("x", Path("x.csv"), "azure", 1.0, (1.0, 1.0))]) == []

@@ -17,6 +17,7 @@ from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.policies.keda import KedaQueue
 from inferscale.sim.policies.knative import KnativeKPA
 from inferscale.sim.policies.oracle import Oracle
+from inferscale.sim.policies.reactive_oracle import ReactiveOracle
 from inferscale.sim.policies.static_peak import StaticPeak
 from inferscale.sim.policies.wva import WVASaturation
 from inferscale.sim.policy import ScalingPolicy
@@ -24,6 +25,7 @@ from inferscale.sim.policy import ScalingPolicy
 _FACTORIES: dict[str, Callable[[PolicyContext], ScalingPolicy]] = {
     "inferscale": Inferscale,
     "oracle": Oracle,
+    "reactive-oracle": ReactiveOracle,
     "static-peak": StaticPeak,
     "hpa-gpu-util": HPAGpuUtil,
     "keda-queue": KedaQueue,

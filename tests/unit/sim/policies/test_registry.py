@@ -17,12 +17,15 @@ def test_every_documented_policy_is_registered() -> None:
         "wva-saturation",
         "dynamo-sla",
         "oracle",
+        "reactive-oracle",
     }
     assert expected <= set(POLICY_NAMES)
 
 
 def test_unknown_name_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match="unknown policy 'hpa'; known: inferscale, oracle, static-peak, hpa-gpu-util"):
+    with pytest.raises(
+        ValueError, match="unknown policy 'hpa'; known: inferscale, oracle, reactive-oracle, static-peak, hpa-gpu-util"
+    ):
         make_policy("hpa", make_ctx())
 
 
