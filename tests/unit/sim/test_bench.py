@@ -8,8 +8,8 @@ import pytest
 from tests.unit.sim.policies.policy_fixtures import make_ctx, steady_trace
 
 from inferscale.perf import replica_capacity_rps, replica_profile
-from inferscale.sim.bench import (
-    TraceRun,
+from inferscale.sim.bench import closed_loop, scale_for, slo_ttft_for, suggested_limits, unloaded_ttft_misses
+from inferscale.sim.bench_report import (
     _cold_start_goals,
     _cold_start_section,
     _pct,
@@ -21,12 +21,8 @@ from inferscale.sim.bench import (
     _targets_table,
     _times,
     _verdict,
-    closed_loop,
-    scale_for,
-    slo_ttft_for,
-    suggested_limits,
-    unloaded_ttft_misses,
 )
+from inferscale.sim.bench_setup import TraceRun
 from inferscale.sim.bounds import Bounds, replay_bounds, time_at_max
 from inferscale.sim.cold_start import ColdStart
 from inferscale.sim.engine import EngineConfig
