@@ -117,6 +117,7 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
         slo_tpot_p95=parse_duration(spec.slo.tpot_p95) if spec.slo.tpot_p95 is not None else None,
         target_kv_cache=spec.targets.kv_cache_utilization,
         target_waiting_per_replica=spec.targets.waiting_per_replica,
+        target_capacity_utilization=spec.targets.capacity_utilization,
         scale_up=_rule(up.stabilization_window, up.max_increase, up.period),
         scale_down=_rule(down.stabilization_window, down.max_decrease, down.period),
         stale_after=parse_duration(spec.metrics.stale_after),

@@ -173,6 +173,13 @@ class Targets(BaseModel):
 
     kv_cache_utilization: Fraction = Field(default=0.8, description="KV-cache usage per replica to hold, in (0, 1].")
     waiting_per_replica: PositiveNumber = Field(default=4.0, description="Queued requests per replica to hold.")
+    capacity_utilization: Fraction = Field(
+        default=0.85,
+        description="Share of one replica's request rate at the SLO that the forecast demand may use, in (0, 1]: "
+        "the capacity signal asks for demand / (capacity x this). Lower keeps standing headroom for traffic "
+        "that jumps faster than a replica starts; `inferscale simulate --capacity-utilization` measures the "
+        "trade on your own trace.",
+    )
 
 
 class ScaleUp(BaseModel):

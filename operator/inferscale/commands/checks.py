@@ -111,6 +111,11 @@ def positive_number(flag: str, value: float) -> None:
         raise InputError(f"{flag} must be a positive number, got {value}")
 
 
+def fraction(flag: str, value: float) -> None:
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise InputError(f"{flag} must be a fraction in (0, 1], got {value}")
+
+
 def seed(value: int) -> None:
     if value < 0:
         raise InputError(f"--seed must be an integer >= 0, got {value}")

@@ -167,6 +167,7 @@ def build_scenario(
     slo_tpot: str | None = None,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    capacity_utilization: float | None = None,
 ) -> Scenario:
     checks.trace_file(trace)
     checks.trace_format(fmt, TRACE_FORMATS)
@@ -175,6 +176,8 @@ def build_scenario(
     checks.positive_number("--time-scale", time_scale)
     checks.tensor_parallel(tp)
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
+    if capacity_utilization is not None:
+        checks.fraction("--capacity-utilization", capacity_utilization)
     try:
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
@@ -197,6 +200,7 @@ def build_scenario(
         seed=seed,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
+        capacity_utilization=capacity_utilization,
     )
 
 
@@ -280,6 +284,14 @@ def simulate(
             "scores still use --slo-itl.",
         ),
     ] = None,
+    capacity_utilization: Annotated[
+        float | None,
+        typer.Option(
+            "--capacity-utilization",
+            help="Give inferscale spec.targets.capacityUtilization: the share of a replica's capacity at the SLO "
+            "the forecast demand may use (default 0.85); lower keeps standing headroom.",
+        ),
+    ] = None,
     time_to_ready: Annotated[
         str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
     ] = DEFAULT_TIME_TO_READY,
@@ -352,6 +364,7 @@ def simulate(
             slo_tpot,
             max_num_seqs,
             max_num_batched_tokens,
+            capacity_utilization,
         )
         if mode not in MODES:
             raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")

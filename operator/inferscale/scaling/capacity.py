@@ -1,8 +1,10 @@
 """Capacity: forecast demand over per-replica capacity, and learning that capacity online.
 
-Planning headroom: the fleet is sized so that the forecast rate uses `HEADROOM` (85%) of the
-replicas' capacity at the SLO. Capacity at the SLO is the rate a replica sustains right at the
-edge; bursts inside a scrape interval and an imperfect router need the rest (WVA sizes at 85% too).
+Planning headroom: the fleet is sized so that the forecast rate uses the policy's target capacity
+utilization (`spec.targets.capacityUtilization`, by default `HEADROOM`, 85%) of the replicas' capacity
+at the SLO. Capacity at the SLO is the rate a replica sustains right at the edge; bursts inside a
+scrape interval and an imperfect router need the rest (WVA sizes at 85% too). Traffic that jumps by
+more than that within a time-to-ready needs a lower target: standing headroom, at its cost.
 
 Learning (`learn`), from the per-replica completion rate of three kinds of tick (`Evidence`):
 
@@ -80,11 +82,12 @@ def recommend(
     current: int,
     *,
     forecast_rps: float | None,
+    utilization: float = HEADROOM,
 ) -> tuple[Recommendation, int]:
     """The recommendation, and the count it would ask for without the dead-band. `demand_rps` is the
     larger of `forecast_rps` and the load now; the message says which it was, so that it agrees with the
-    forecast the status reports."""
-    replicas, held = _need(demand_rps, capacity_rps, tolerance, current)
+    forecast the status reports. `utilization`: the share of `capacity_rps` the demand may use."""
+    replicas, held = _need(demand_rps, capacity_rps, tolerance, current, utilization)
     source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
     # compared as printed, so that the message never reads 'above the forecast' of the same figure
@@ -95,23 +98,25 @@ def recommend(
     else:
         demand = f"load now {demand_rps:.2f} req/s (no forecast)"
     outcome = f", within {tolerance:.0%} tolerance → hold {current}" if held else f" → {replicas}"
-    message = f"{demand} / {capacity_rps:.2f} req/s per replica ({source}) at {HEADROOM:.0%}{outcome}"
+    message = f"{demand} / {capacity_rps:.2f} req/s per replica ({source}) at {utilization:.0%}{outcome}"
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
-def _need(demand_rps: float, capacity_rps: float, tolerance: float, current: int) -> tuple[int, bool]:
-    """The count `demand_rps` needs at `capacity_rps` per replica and the planning headroom, and whether
-    the dead-band holds `current` instead of a scale-down to it."""
+def _need(
+    demand_rps: float, capacity_rps: float, tolerance: float, current: int, utilization: float
+) -> tuple[int, bool]:
+    """The count `demand_rps` needs at `capacity_rps` per replica used to `utilization`, and whether the
+    dead-band holds `current` instead of a scale-down to it."""
     # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
-    needed = min(demand_rps / (capacity_rps * HEADROOM), MAX_COUNT)
+    needed = min(demand_rps / (capacity_rps * utilization), MAX_COUNT)
     replicas = ceil_count(needed)
     return replicas, current > 0 and replicas < current and needed / current >= 1.0 - tolerance
 
 
-def low_floor(demand_rps: float, low_rps: float, tolerance: float, current: int) -> int:
+def low_floor(demand_rps: float, low_rps: float, tolerance: float, current: int, utilization: float = HEADROOM) -> int:
     """The fewest replicas a scale-down may leave (never more than `current`): what `demand_rps` needs
-    at `low_rps` per replica, with the capacity signal's dead-band."""
-    replicas, held = _need(demand_rps, low_rps, tolerance, current)
+    at `low_rps` per replica used to `utilization`, with the capacity signal's dead-band."""
+    replicas, held = _need(demand_rps, low_rps, tolerance, current, utilization)
     return current if held else min(replicas, current)
 
 

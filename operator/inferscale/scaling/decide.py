@@ -148,7 +148,18 @@ def _signals(
     per_replica, learned = capacity.estimate(state, policy.capacity_prior_rps)
     demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
-        recs.append(capacity.recommend(demand, per_replica, learned, fc.horizon, tol, current, forecast_rps=fc.rps))
+        recs.append(
+            capacity.recommend(
+                demand,
+                per_replica,
+                learned,
+                fc.horizon,
+                tol,
+                current,
+                forecast_rps=fc.rps,
+                utilization=policy.target_capacity_utilization,
+            )
+        )
     elif per_replica is None and policy.capacity_note:
         remarks.append(policy.capacity_note)
     return recs, remarks
@@ -375,7 +386,7 @@ def _low_capacity_floor(
     low_rps = capacity.window_low(low)
     if not 0 < low_rps < rec.target:
         return n
-    floor = capacity.low_floor(rec.value, low_rps, policy.tolerance, current)
+    floor = capacity.low_floor(rec.value, low_rps, policy.tolerance, current, policy.target_capacity_utilization)
     if floor <= n:
         return n
     window = format_duration(policy.scale_down.stabilization_window)

@@ -95,6 +95,11 @@ def validate_policy(policy: Policy) -> None:
     if policy.target_kv_cache > 1:
         raise ValueError(f"policy target_kv_cache is a fraction in (0, 1], got {policy.target_kv_cache!r}")
     _positive("target_waiting_per_replica", policy.target_waiting_per_replica)
+    _positive("target_capacity_utilization", policy.target_capacity_utilization)
+    if policy.target_capacity_utilization > 1:
+        raise ValueError(
+            f"policy target_capacity_utilization is a fraction in (0, 1], got {policy.target_capacity_utilization!r}"
+        )
     _positive("stale_after", policy.stale_after)
     if not (math.isfinite(policy.time_to_ready_prior) and policy.time_to_ready_prior >= 0):
         raise ValueError(f"policy time_to_ready_prior must be >= 0 seconds, got {policy.time_to_ready_prior!r}")

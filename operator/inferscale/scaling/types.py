@@ -106,6 +106,8 @@ class Policy:
     slo_tpot_p95: float | None = None  # seconds; opt-in, None disables the signal
     target_kv_cache: float = 0.8
     target_waiting_per_replica: float = 4.0
+    # share of a replica's capacity at the SLO the capacity signal plans the forecast demand to use
+    target_capacity_utilization: float = 0.85
     scale_up: ScaleRule = field(default_factory=lambda: ScaleRule(0.0, 100.0, 4, 15.0))
     scale_down: ScaleRule = field(default_factory=lambda: ScaleRule(300.0, 50.0, None, 60.0))
     stale_after: float = 60.0

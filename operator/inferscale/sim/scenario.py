@@ -48,6 +48,7 @@ class Scenario:
     max_replicas: int | None = None
     max_num_seqs: int | None = None  # vLLM's batch limits; None: vLLM's defaults for the GPU
     max_num_batched_tokens: int | None = None
+    capacity_utilization: float | None = None  # inferscale's spec.targets.capacityUtilization; None: its default
 
     def describe(self) -> dict[str, object]:
         return {
@@ -67,6 +68,7 @@ class Scenario:
             "seed": self.seed,
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
+            "capacity_utilization": self.capacity_utilization,
         }
 
 
@@ -149,6 +151,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         slo_ttft=s.slo_ttft,
         slo_itl=s.slo_itl,
         slo_tpot=s.slo_tpot,
+        capacity_utilization=s.capacity_utilization,
         time_to_ready=s.time_to_ready.mean,
         time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,

@@ -30,6 +30,12 @@ def test_the_per_request_tpot_slo_is_opt_in(minimal_spec: dict[str, Any]) -> Non
     assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).slo_tpot_p95 == pytest.approx(0.08)
 
 
+def test_the_capacity_utilization_target_reaches_the_policy(minimal_spec: dict[str, Any]) -> None:
+    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).target_capacity_utilization == 0.85
+    minimal_spec["targets"] = {"capacityUtilization": 0.7}
+    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).target_capacity_utilization == 0.7
+
+
 def test_unset_interval_takes_the_operator_default(minimal_spec: dict[str, Any]) -> None:
     assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).interval == 30.0
 

@@ -86,6 +86,8 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("targets.kvCacheUtilization", 0.0, rules.FRACTION.message, {}),
     ("targets.kvCacheUtilization", 1.5, rules.FRACTION.message, {}),
     ("targets.waitingPerReplica", 0, rules.POSITIVE.message, {}),
+    ("targets.capacityUtilization", 0.0, rules.FRACTION.message, {}),
+    ("targets.capacityUtilization", 1.2, rules.FRACTION.message, {}),
     ("behavior.tolerance", 1.0, rules.OPEN_FRACTION.message, {}),
     ("behavior.scaleUp.maxIncrease", "lots", rules.CHANGE_LIMIT.message, {}),
     ("behavior.scaleUp.maxIncrease", 0, rules.CHANGE_LIMIT.message, {}),

@@ -88,6 +88,15 @@ def test_the_capacity_message_names_the_forecast_only_when_the_demand_is_the_for
     assert rec.message.startswith(expected)
 
 
+def test_a_lower_capacity_utilization_keeps_standing_headroom() -> None:
+    # 12 req/s per replica: 10.2 at 85%, 8.4 at 70%
+    at_85, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=50.0)
+    at_70, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=50.0, utilization=0.7)
+    assert (at_85.replicas, at_70.replicas) == (5, 6)  # 4.90 and 5.95
+    assert at_70.message.endswith("(learned) at 70% → 6")
+    assert capacity.low_floor(100.0, 8.0, 0.1, 20, 0.7) == 18  # 17.9, where 85% leaves 15
+
+
 def test_the_low_floor_is_the_need_at_the_lowest_capacity_with_the_dead_band() -> None:
     # 8 req/s per replica is 6.8 at the 85% headroom
     assert capacity.low_floor(100.0, 8.0, 0.1, 20) == 15  # 14.7

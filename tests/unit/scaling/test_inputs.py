@@ -23,6 +23,8 @@ from inferscale.scaling.inputs import clean_observation
         ({"tolerance": math.nan}, "tolerance"),
         ({"target_kv_cache": 0.0}, "target_kv_cache must be a positive number"),
         ({"target_kv_cache": 80.0}, r"target_kv_cache is a fraction in \(0, 1\]"),
+        ({"target_capacity_utilization": 0.0}, "target_capacity_utilization must be a positive number"),
+        ({"target_capacity_utilization": 1.5}, r"target_capacity_utilization is a fraction in \(0, 1\]"),
         ({"slo_ttft_p95": -0.5}, "slo_ttft_p95 must be a positive number"),
         ({"slo_tpot_p95": 0.0}, "slo_tpot_p95 must be a positive number"),
         ({"capacity_prior_rps": 0.0}, "capacity_prior_rps"),

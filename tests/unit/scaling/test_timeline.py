@@ -115,6 +115,15 @@ def test_predictive_capacity_leads_by_the_measured_time_to_ready() -> None:
     assert reactive.horizon == 0.0
 
 
+def test_the_capacity_utilization_target_sizes_the_capacity_signal() -> None:
+    # 8 req/s on replicas of 1 req/s at the SLO: 9.4 at the default 85% (10), 11.4 at 70% (12)
+    obs = observe(10, kv=0.5, request_rate=8.0)
+    default = decide(obs, policy(capacity_prior_rps=1.0), ScalerState(), 0.0)
+    lower = decide(obs, policy(capacity_prior_rps=1.0, target_capacity_utilization=0.7), ScalerState(), 0.0)
+    assert (default.replicas, lower.replicas) == (10, 12)
+    assert "at 70% → 12" in lower.message
+
+
 def test_capacity_is_learned_only_from_loaded_slo_compliant_ticks() -> None:
     pol = policy(capacity_prior_rps=1.0)
     idle = decide(observe(4, kv=0.1, request_rate=0.4, ttft_p95=0.1, itl_mean=0.01), pol, ScalerState(), 0.0)

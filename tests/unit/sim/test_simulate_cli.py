@@ -70,6 +70,8 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--duration", "soon"], "--duration"),
         (["--slo-ttft", "-1s"], "--slo-ttft"),
         (["--slo-tpot-p95", "0s"], "--slo-tpot-p95"),
+        (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
+        (["--capacity-utilization", "1.5"], "--capacity-utilization must be a fraction in (0, 1], got 1.5"),
         (["--time-to-ready", "4m-2m"], "--time-to-ready"),
         (["--rate-scale", "0"], "--rate-scale"),
         (["--format", "parquet"], "--format"),
@@ -331,6 +333,22 @@ def test_the_per_request_tpot_slo_reaches_inferscales_spec(azure_trace: Path, tm
     )  # fmt: skip
     assert code == 0, stdout
     assert json.loads(out.read_text())["scenario"]["slo_tpot_p95_s"] == pytest.approx(0.04)
+
+
+def test_a_lower_capacity_utilization_buys_inferscale_standing_headroom(azure_trace: Path, tmp_path: Path) -> None:
+    def run(*utilization: str) -> dict[str, Any]:
+        out = tmp_path / "r.json"
+        code, stdout, _ = invoke(
+            "--trace", str(azure_trace), "--policy", "inferscale", "--rate-scale", "30", "--time-to-ready", "60s",
+            "--json", str(out), "--workers", "1", *utilization,
+        )  # fmt: skip
+        assert code == 0, stdout
+        doc: dict[str, Any] = json.loads(out.read_text())
+        return doc
+
+    default, lower = run(), run("--capacity-utilization", "0.5")
+    assert (default["scenario"]["capacity_utilization"], lower["scenario"]["capacity_utilization"]) == (None, 0.5)
+    assert lower["policies"]["inferscale"]["gpu_hours"] > 1.3 * default["policies"]["inferscale"]["gpu_hours"]
 
 
 def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Path) -> None:

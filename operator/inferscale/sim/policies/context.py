@@ -44,6 +44,8 @@ class PolicyContext:
     time_to_ready_max: float | None = None
     # inferscale's opt-in bound on the P95 of per-request TPOT (spec.slo.tpotP95); None: unset
     slo_tpot: float | None = None
+    # inferscale's spec.targets.capacityUtilization; None: the CRD's default
+    capacity_utilization: float | None = None
 
     def __post_init__(self) -> None:
         for name in ("slo_ttft", "slo_itl", "interval"):
@@ -52,6 +54,9 @@ class PolicyContext:
                 raise ValueError(f"PolicyContext.{name} must be a positive number of seconds, got {value!r}")
         if self.slo_tpot is not None and not (math.isfinite(self.slo_tpot) and self.slo_tpot > 0):
             raise ValueError(f"PolicyContext.slo_tpot must be positive seconds or None, got {self.slo_tpot!r}")
+        cu = self.capacity_utilization
+        if cu is not None and not (math.isfinite(cu) and 0 < cu <= 1):
+            raise ValueError(f"PolicyContext.capacity_utilization must be in (0, 1] or None, got {cu!r}")
         if not (math.isfinite(self.time_to_ready) and self.time_to_ready >= 0):
             raise ValueError(f"PolicyContext.time_to_ready must be >= 0 seconds, got {self.time_to_ready!r}")
         if self.time_to_ready_max is not None and not (

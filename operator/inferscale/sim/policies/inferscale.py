@@ -1,10 +1,10 @@
 """inferscale's own policy, exactly as the operator runs it.
 
 - The Policy comes from an InferenceServiceSpec through `api.convert.policy_from_spec`, the operator's
-  conversion: the context's model profile, GPU and TP, SLOs, replica bounds and time-to-ready (as
-  `warmup.timeToReady`), every other field at the CRD's defaults (targets KV 0.8 and 4 waiting per
-  replica, tolerance 0.1, scale-down window 300 s ...), and the context's interval as the
-  operator's --interval.
+  conversion: the context's model profile, GPU and TP, SLOs, replica bounds, time-to-ready (as
+  `warmup.timeToReady`) and, when given, `targets.capacityUtilization`; every other field at the CRD's
+  defaults (targets KV 0.8, 4 waiting per replica and capacity 0.85, tolerance 0.1, scale-down window
+  300 s ...), and the context's interval as the operator's --interval.
 - Capacity prior: the perf model at the request lengths the engines report this tick (token rates over
   the request rate), through `api.convert.with_observed_prior`, the function the operator calls; before
   any completion it is the spec's prior at typical lengths (1000 in / 200 out). Never the trace's future.
@@ -35,6 +35,7 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
     slo = {"ttftP95": _duration(ctx.slo_ttft), "itlMean": _duration(ctx.slo_itl)}
     if ctx.slo_tpot is not None:
         slo["tpotP95"] = _duration(ctx.slo_tpot)
+    targets = {} if ctx.capacity_utilization is None else {"capacityUtilization": ctx.capacity_utilization}
     return InferenceServiceSpec.model_validate(
         {
             # the engine's batch limits too, so the prior is the capacity of the replicas it runs on
@@ -49,6 +50,7 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
             "scaleTargetRef": {"name": "simulated"},
             "replicas": {"min": max(ctx.min_replicas, 1), "max": ctx.max_replicas},
             "slo": slo,
+            "targets": targets,
             "warmup": {"timeToReady": _duration(ctx.time_to_ready_max or ctx.time_to_ready)},
         }
     )
