@@ -325,26 +325,25 @@ def test_fluid_mode_replays_the_rate_curve_with_the_same_json(azure_trace: Path,
     assert doc["policies"]["static-peak"]["gpu_hours"] > 0
 
 
-def test_the_per_request_tpot_slo_reaches_inferscales_spec(azure_trace: Path, tmp_path: Path) -> None:
-    out = tmp_path / "r.json"
-    code, stdout, _ = invoke(
-        "--trace", str(azure_trace), "--policy", "inferscale", "--time-to-ready", "60s",
-        "--slo-tpot-p95", "40ms", "--json", str(out), "--workers", "1",
-    )  # fmt: skip
+def replay_json(trace: Path, out: Path, *args: str) -> dict[str, Any]:
+    """A replay that must succeed, one process, a 60 s time-to-ready unless given: its JSON document."""
+    ttr = () if "--time-to-ready" in args else ("--time-to-ready", "60s")
+    code, stdout, _ = invoke("--trace", str(trace), "--json", str(out), "--workers", "1", *ttr, *args)
     assert code == 0, stdout
-    assert json.loads(out.read_text())["scenario"]["slo_tpot_p95_s"] == pytest.approx(0.04)
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+def test_the_per_request_tpot_slo_reaches_inferscales_spec(azure_trace: Path, tmp_path: Path) -> None:
+    doc = replay_json(azure_trace, tmp_path / "r.json", "--policy", "inferscale", "--slo-tpot-p95", "40ms")
+    assert doc["scenario"]["slo_tpot_p95_s"] == pytest.approx(0.04)
 
 
 def test_a_lower_capacity_utilization_buys_inferscale_standing_headroom(azure_trace: Path, tmp_path: Path) -> None:
     def run(*utilization: str) -> dict[str, Any]:
-        out = tmp_path / "r.json"
-        code, stdout, _ = invoke(
-            "--trace", str(azure_trace), "--policy", "inferscale", "--rate-scale", "30", "--time-to-ready", "60s",
-            "--json", str(out), "--workers", "1", *utilization,
-        )  # fmt: skip
-        assert code == 0, stdout
-        doc: dict[str, Any] = json.loads(out.read_text())
-        return doc
+        return replay_json(
+            azure_trace, tmp_path / "r.json", "--policy", "inferscale", "--rate-scale", "30", *utilization
+        )
 
     default, lower = run(), run("--capacity-utilization", "0.5")
     assert (default["scenario"]["capacity_utilization"], lower["scenario"]["capacity_utilization"]) == (None, 0.5)
@@ -357,13 +356,7 @@ def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Pa
     trace.write_text(AZURE_HEADER + "".join(rows))
 
     def ttft_p95(*budget: str) -> float:
-        out = tmp_path / "r.json"
-        code, stdout, _ = invoke(
-            "--trace", str(trace), "--policy", "static-peak", "--time-to-ready", "60s", "--slo-ttft", "5s",
-            "--json", str(out), "--workers", "1", *budget,
-        )  # fmt: skip
-        assert code == 0, stdout
-        doc = json.loads(out.read_text())
+        doc = replay_json(trace, tmp_path / "r.json", "--policy", "static-peak", "--slo-ttft", "5s", *budget)
         assert doc["scenario"]["max_num_batched_tokens"] == (int(budget[1]) if budget else None)
         return float(doc["policies"]["static-peak"]["ttft_p95_s"])
 
