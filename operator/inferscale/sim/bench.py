@@ -458,3 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text)
     log(f"wrote {args.out}")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

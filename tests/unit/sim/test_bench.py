@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -226,3 +228,15 @@ def test_the_reactive_oracle_lines_say_whether_99_percent_fits_without_foresight
         "| azure (request-level) | 99.24% at 11.50 GPU-h (1.150×) | 99.50% (margin 1.20; 11.60 GPU-h, +0.9%) |" in table
     )
     assert _reactive_goals([TraceRun("x", Path("x.csv"), "azure", 1.0, (1.0, 1.0))]) == []
+
+
+def test_make_bench_sim_runs_the_benchmark_module(tmp_path: Path) -> None:
+    # `make bench-sim` is `python -m inferscale.sim.bench`: the module must run its main, not only define it
+    proc = subprocess.run(
+        [sys.executable, "-m", "inferscale.sim.bench", "--traces", str(tmp_path), "--seeds", "x"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--seeds must be comma-separated integers" in proc.stderr
