@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import time
 from typing import Any
 
@@ -52,7 +53,14 @@ def test_b_scale_down_waits_for_the_window_and_respects_the_rate_limit(
     cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
     eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods reporting")
     target.set(kv=0.05, waiting=0, running=0, rps=0.1)
-    spec = {"scaleDown": {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": f"{period:.0f}s"}}
+    # Hold: HPA's window, whole until it ends (the default, Linear, is the next test's)
+    rule = {
+        "stabilizationWindow": f"{window:.0f}s",
+        "maxDecrease": "50%",
+        "period": f"{period:.0f}s",
+        "release": "Hold",
+    }
+    spec = {"scaleDown": rule}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
     eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
     started = time.monotonic()
@@ -79,6 +87,40 @@ def test_b_scale_down_waits_for_the_window_and_respects_the_rate_limit(
         start = count_at(t1 - period + 1.0)  # 1 s: the poll and the write landing after the decision
         assert n0 > n1 >= start // 2, f"{n0} -> {n1} at {t1 - started:.1f}s: more than 50% of {start} in {period}s"
     assert timeline[-1][1] == 1
+
+
+def test_b_linear_release_steps_down_through_the_window(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    window = 40.0
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
+    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods reporting")
+    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
+    spec = {"scaleDown": {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": "5s"}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
+    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+    operator.start()
+
+    timeline, fours_ended = [(time.time(), 4)], None
+    deadline = time.time() + 60 + window + 4 * TICK + SCRAPE
+    while time.time() < deadline and timeline[-1][1] > 1:
+        n = replicas(cluster, namespace)
+        if n != timeline[-1][1]:
+            timeline.append((time.time(), n))
+            if fours_ended is None:  # the record still holds the run of 4s: when did it end?
+                runs = sorted(status(cluster, namespace)["scaler"]["recommendations"], key=lambda r: float(r["at"]))
+                fours_ended = max(float(b["at"]) for a, b in itertools.pairwise(runs) if int(a["replicas"]) >= 4)
+        time.sleep(0.25)
+    assert fours_ended is not None, f"no scale-down: {timeline}"
+    steps = [(round(t - fours_ended, 1), n) for t, n in timeline[1:]]
+    print("replica timeline (s after the last recommendation of 4):", steps)
+    # the 4s hold ceil(1 + 3 x (1 - age / 40)): 3 from 13.3 s, 2 from 26.7 s, 1 when the window ends
+    assert [n for _, n in timeline] == [4, 3, 2, 1], f"expected one step at a time, got {steps}"
+    assert steps[0][0] < window - TICK, f"the first step came at {steps[0][0]}s, as late as a whole hold"
+    for age, n in steps:
+        assert n >= math.ceil(1 + 3 * max(0.0, 1 - age / window) - 1e-9), f"below the linear release: {steps}"
+    event = eventually(lambda: events(cluster, namespace, "ScaledDown"), 15, "a ScaledDown event")[0]
+    assert "released linearly over 40s" in event["message"], event["message"]
 
 
 def test_c_metrics_vanish_replicas_held_with_a_condition_and_an_event(
@@ -177,7 +219,8 @@ def test_g_restart_inside_the_scale_down_window_does_not_shorten_it(
     cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
     eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods")
     target.set(kv=0.05, waiting=0, running=0, rps=0.1)
-    spec = {"scaleDown": {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": "10s"}}
+    rule = {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": "10s", "release": "Hold"}
+    spec = {"scaleDown": rule}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
     eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
     operator.start()

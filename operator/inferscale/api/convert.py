@@ -16,7 +16,7 @@ from inferscale.perf import (
     replica_profile,
 )
 from inferscale.scaling.durations import format_duration, parse_duration
-from inferscale.scaling.types import Observation, Policy, ScaleRule, Schedule
+from inferscale.scaling.types import Observation, Policy, Release, ScaleRule, Schedule
 
 # Unset maxIncrease: HPA's default scale-up policy, double or add 4 pods, whichever is more.
 DEFAULT_UP_PERCENT = 100.0
@@ -32,9 +32,9 @@ def _limit(value: int | str | None) -> tuple[float | None, int | None]:
     return None, value
 
 
-def _rule(window: str, limit: int | str | None, period: str) -> ScaleRule:
+def _rule(window: str, limit: int | str | None, period: str, release: Release = Release.HOLD) -> ScaleRule:
     percent, pods = _limit(limit)
-    return ScaleRule(parse_duration(window), percent, pods, parse_duration(period))
+    return ScaleRule(parse_duration(window), percent, pods, parse_duration(period), release)
 
 
 def capacity_prior(
@@ -119,7 +119,7 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
         target_waiting_per_replica=spec.targets.waiting_per_replica,
         target_capacity_utilization=spec.targets.capacity_utilization,
         scale_up=_rule(up.stabilization_window, up.max_increase, up.period),
-        scale_down=_rule(down.stabilization_window, down.max_decrease, down.period),
+        scale_down=_rule(down.stabilization_window, down.max_decrease, down.period, Release(down.release)),
         stale_after=parse_duration(spec.metrics.stale_after),
         time_to_ready_prior=parse_duration(spec.warmup.time_to_ready),
         predictive=spec.warmup.predictive,

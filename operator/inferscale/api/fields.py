@@ -108,3 +108,4 @@ def one_of(*values: str) -> Callable[[Any], Any]:
 
 Engine = Annotated[Literal["vllm", "sglang"], BeforeValidator(one_of("vllm", "sglang"))]
 Mode = Annotated[Literal["Active", "Advisory"], BeforeValidator(one_of("Active", "Advisory"))]
+Release = Annotated[Literal["Linear", "Hold"], BeforeValidator(one_of("Linear", "Hold"))]

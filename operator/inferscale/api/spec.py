@@ -17,6 +17,7 @@ from inferscale.api.fields import (
     OpenFraction,
     PositiveDuration,
     PositiveNumber,
+    Release,
     one_of,
 )
 from inferscale.api.rules import (
@@ -174,7 +175,7 @@ class Targets(BaseModel):
     kv_cache_utilization: Fraction = Field(default=0.8, description="KV-cache usage per replica to hold, in (0, 1].")
     waiting_per_replica: PositiveNumber = Field(default=4.0, description="Queued requests per replica to hold.")
     capacity_utilization: Fraction = Field(
-        default=0.85,
+        default=0.8,
         description="Share of one replica's request rate at the SLO that the forecast demand may use, in (0, 1]: "
         "the capacity signal asks for demand / (capacity x this). Lower keeps standing headroom for traffic "
         "that jumps faster than a replica starts; `inferscale simulate --capacity-utilization` measures the "
@@ -204,7 +205,16 @@ class ScaleDown(BaseModel):
     model_config = SPEC_CONFIG
 
     stabilization_window: Duration = Field(
-        default="300s", description="Scale down only to the highest recommendation within this window."
+        default="300s",
+        description="Scale down only to what the recommendations within this window still hold (see release).",
+    )
+    release: Release = Field(
+        default="Linear",
+        description="How a recommendation holds a scale-down within the window. Hold: whole for the whole "
+        "window, as HPA's stabilization (the fleet drops all at once when the window ends). Linear: falling "
+        "evenly from what it asked for to the current recommendation over the window, so the fleet steps down "
+        "through it: a recommendation R made A seconds ago holds ceil(D + (R - D) x (1 - A / window)) above "
+        "today's D.",
     )
     max_decrease: ChangeLimit = Field(
         default="50%", description="Most replicas removed per period: pods (2) or a percentage ('50%')."

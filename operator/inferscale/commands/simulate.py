@@ -17,6 +17,7 @@ from rich.table import Table
 from inferscale.commands import checks
 from inferscale.perf import PerfError, model_spec
 from inferscale.scaling.durations import format_duration
+from inferscale.scaling.types import Release
 from inferscale.sim.decisions import write_jsonl
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import curve_tables, run_fluid
@@ -168,6 +169,7 @@ def build_scenario(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     capacity_utilization: float | None = None,
+    scale_down_release: str | None = None,
 ) -> Scenario:
     checks.trace_file(trace)
     checks.trace_format(fmt, TRACE_FORMATS)
@@ -178,6 +180,7 @@ def build_scenario(
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     if capacity_utilization is not None:
         checks.fraction("--capacity-utilization", capacity_utilization)
+    release = _release(scale_down_release)
     try:
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
@@ -201,7 +204,18 @@ def build_scenario(
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,
         capacity_utilization=capacity_utilization,
+        scale_down_release=release,
     )
+
+
+def _release(value: str | None) -> str | None:
+    """The spec's spelling of --scale-down-release, which takes any case."""
+    if value is None:
+        return None
+    known = {r.value.lower(): r.value for r in Release}
+    if value.lower() not in known:
+        raise SimulateInputError(f"--scale-down-release {value!r} is not known; known: {', '.join(known.values())}")
+    return known[value.lower()]
 
 
 def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) -> dict[str, Any]:
@@ -289,7 +303,15 @@ def simulate(
         typer.Option(
             "--capacity-utilization",
             help="Give inferscale spec.targets.capacityUtilization: the share of a replica's capacity at the SLO "
-            "the forecast demand may use (default 0.85); lower keeps standing headroom.",
+            "the forecast demand may use (default 0.8); lower keeps standing headroom.",
+        ),
+    ] = None,
+    scale_down_release: Annotated[
+        str | None,
+        typer.Option(
+            "--scale-down-release",
+            help="Give inferscale spec.behavior.scaleDown.release: Linear (default) steps down through the "
+            "scale-down window, Hold keeps the window's highest recommendation to its end (HPA).",
         ),
     ] = None,
     time_to_ready: Annotated[
@@ -365,6 +387,7 @@ def simulate(
             max_num_seqs,
             max_num_batched_tokens,
             capacity_utilization,
+            scale_down_release,
         )
         if mode not in MODES:
             raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")

@@ -11,7 +11,8 @@ Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes
    replicas still starting are supply (`ScaleUpInProgress` when they already cover the need);
 3. if the KV or queue metric is missing, no scale-down (HPA: a missing metric never lets the
    others scale down);
-4. the desired count is recorded, then stabilized: highest in the scale-down window, lowest in the
+4. the desired count is recorded, then stabilized: the most the scale-down window's recommendations
+   still hold (whole, or released linearly: `stabilization`), the lowest in the
    scale-up window; a fresh state records the current count first, so a new operator does not
    scale down on its first sample;
 5. rate limits from the recorded scale events; 6. before any scale-down, the capacity floor (the
@@ -30,7 +31,7 @@ from inferscale.scaling.durations import format_duration
 from inferscale.scaling.forecast import Forecast, forecast
 from inferscale.scaling.inputs import clean_observation, validate_policy
 from inferscale.scaling.schedule import active_floor
-from inferscale.scaling.stabilization import as_points, prune_events, prune_recommendations, stabilize
+from inferscale.scaling.stabilization import as_points, holding, prune_events, prune_recommendations, stabilize
 from inferscale.scaling.types import (
     CapacityLow,
     Decision,
@@ -41,8 +42,10 @@ from inferscale.scaling.types import (
     RateSample,
     Reason,
     Recommendation,
+    Release,
     ScaleEvent,
     ScalerState,
+    ScaleRule,
     TimedReplicas,
 )
 
@@ -290,10 +293,10 @@ def _decide(
 
     history = state.recommendations or (TimedReplicas(now, current),)
     up, down = policy.scale_up, policy.scale_down
-    n = stabilize(desired, current, as_points(history, now), now, up.stabilization_window, down.stabilization_window)
+    points = as_points(history, now)
+    n = stabilize(desired, current, points, now, up.stabilization_window, down.stabilization_window, down.release)
     if n > desired:
-        highest = f"highest recommendation in the last {format_duration(down.stabilization_window)}"
-        note(Reason.STABILIZING, f"scale-down stabilizing: {highest} is {n}", n)
+        note(Reason.STABILIZING, f"scale-down stabilizing: {_holder(desired, points, now, down)} {n}", n)
     elif n < desired:
         lowest = f"lowest recommendation in the last {format_duration(up.stabilization_window)}"
         note(Reason.UP_STABILIZING, f"scale-up stabilizing: {lowest} is {n}", n)
@@ -369,6 +372,17 @@ def _decide(
         ),
         forecast_method=fc.method if fc.rps is not None else None,
     )
+
+
+def _holder(desired: int, points: Sequence[TimedReplicas], now: float, down: ScaleRule) -> str:
+    """Which recommendation holds the scale-down, in words ending where the count they hold goes."""
+    window = format_duration(down.stabilization_window)
+    found = holding(desired, points, now, down.stabilization_window, down.release)
+    if down.release is Release.HOLD or found is None:
+        return f"highest recommendation in the last {window} is"
+    _, rec = found
+    ago = format_duration(now - rec.at) if now > rec.at else "0s"
+    return f"{rec.replicas} recommended {ago} ago, released linearly over {window}, still holds"
 
 
 def _low_capacity_floor(

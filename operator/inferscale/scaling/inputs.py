@@ -9,7 +9,7 @@ import math
 from functools import lru_cache
 
 from inferscale.scaling.schedule import validate_schedule
-from inferscale.scaling.types import Observation, Policy, ScaleRule
+from inferscale.scaling.types import Observation, Policy, Release, ScaleRule
 
 _OBSERVED = (
     "kv_cache_utilization",
@@ -67,6 +67,8 @@ def _check_rule(name: str, rule: ScaleRule) -> None:
         raise ValueError(f"{name} pods limit must be >= 0, got {rule.max_change_pods!r}")
     if not (math.isfinite(rule.period) and rule.period > 0):
         raise ValueError(f"{name}.period must be > 0 seconds, got {rule.period!r}")
+    if not isinstance(rule.release, Release):
+        raise ValueError(f"{name}.release must be one of {', '.join(r.value for r in Release)}, got {rule.release!r}")
 
 
 def _positive(name: str, value: float | None, optional: bool = False) -> None:

@@ -1,7 +1,19 @@
 """HPA stabilization over recorded recommendations, and the pruning of that record.
 
 Scale-down takes the HIGHEST recommendation in its window, scale-up the LOWEST in its window
-(HPA `stabilizeRecommendationWithBehaviors`; AIBrix inverts this and deepens scale-downs). The
+(HPA `stabilizeRecommendationWithBehaviors`; AIBrix inverts this and deepens scale-downs).
+
+A scale-down window's recommendation holds either whole for the whole window (`Release.HOLD`, HPA's)
+or falling linearly to today's recommendation by the window's end (`Release.LINEAR`, inferscale's
+default). After a burst, HOLD keeps the burst's count for the whole window and then drops at once;
+LINEAR steps down through the window, keeping most of the burst's replicas early on, when the load is
+most likely to come back, and few late. On the benchmark's Azure replay the 5-minute HOLD after bursts
+was most of inferscale's cost over the oracle, and LINEAR saved 5% GPU-hours there; the attainment
+it cost is bought back with standing headroom (`capacity.DEFAULT_UTILIZATION`), which also covers the
+length changes a hold does not see coming. Shorter HOLD windows were measured too: they lost 1-4
+points of attainment.
+
+The
 record lives in status, so a restarted operator keeps its windows. It is kept run-length encoded
 (an entry per change of the recommendation, not per tick), so a steady service's status does not
 change from tick to tick and need not be rewritten; the price is that a run counts until the next
@@ -10,19 +22,49 @@ run began, which makes a window at most one tick longer, never shorter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from inferscale.scaling.types import ScaleEvent, TimedReplicas
+from inferscale.scaling.types import Release, ScaleEvent, TimedReplicas
 
 _Dated = TypeVar("_Dated", TimedReplicas, ScaleEvent)
 
 KEEP_EVENTS = 20  # scale events kept for status history beyond what the rate limits need
 
 
+def held(rec: TimedReplicas, desired: int, now: float, window: float, release: Release) -> int:
+    """What the past recommendation `rec`, inside a scale-down window of `window` seconds, still holds
+    against a scale-down to `desired`."""
+    if release is Release.HOLD or rec.replicas <= desired or window <= 0:
+        return rec.replicas
+    left = min(max(1.0 - (now - rec.at) / window, 0.0), 1.0)
+    # the epsilon: 1 + 9 x (1 - 100 / 300) is 7.000000000000001 in floats, and holds 7, not 8
+    return math.ceil(desired + (rec.replicas - desired) * left - 1e-9)
+
+
+def holding(
+    desired: int, history: Sequence[TimedReplicas], now: float, window: float, release: Release
+) -> tuple[int, TimedReplicas] | None:
+    """The most any recommendation of the scale-down window holds above `desired`, and which one, or None."""
+    best: tuple[int, TimedReplicas] | None = None
+    for rec in history:
+        if rec.at > now - window:
+            n = held(rec, desired, now, window, release)
+            if n > desired and (best is None or n > best[0]):
+                best = (n, rec)
+    return best
+
+
 def stabilize(
-    desired: int, current: int, history: Sequence[TimedReplicas], now: float, up_window: float, down_window: float
+    desired: int,
+    current: int,
+    history: Sequence[TimedReplicas],
+    now: float,
+    up_window: float,
+    down_window: float,
+    release: Release = Release.HOLD,
 ) -> int:
     """`history` excludes `desired` itself; an entry counts when it is strictly newer than the cutoff."""
     up, down = desired, desired
@@ -31,7 +73,7 @@ def stabilize(
         if rec.at > up_cut:
             up = min(up, rec.replicas)
         if rec.at > down_cut:
-            down = max(down, rec.replicas)
+            down = max(down, held(rec, desired, now, down_window, release))
     result = current
     if result < up:
         result = up

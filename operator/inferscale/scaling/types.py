@@ -87,12 +87,20 @@ class Schedule:
     min_replicas: int
 
 
+class Release(enum.StrEnum):
+    """How a past recommendation holds a scale-down within the scale-down window."""
+
+    LINEAR = "Linear"  # falling evenly to the current recommendation by the window's end (inferscale's default)
+    HOLD = "Hold"  # whole for the whole window, then gone (HPA's stabilization)
+
+
 @dataclass(frozen=True)
 class ScaleRule:
     stabilization_window: float  # seconds
     max_change_percent: float | None  # 100.0 means at most double (up) / remove all-but-min (down)
     max_change_pods: int | None  # absolute pods per period; the larger of the two limits applies
     period: float = 60.0  # seconds over which the change limit is counted
+    release: Release = Release.HOLD  # scale-down rules only
 
 
 @dataclass(frozen=True)
@@ -107,9 +115,9 @@ class Policy:
     target_kv_cache: float = 0.8
     target_waiting_per_replica: float = 4.0
     # share of a replica's capacity at the SLO the capacity signal plans the forecast demand to use
-    target_capacity_utilization: float = 0.85
+    target_capacity_utilization: float = 0.8
     scale_up: ScaleRule = field(default_factory=lambda: ScaleRule(0.0, 100.0, 4, 15.0))
-    scale_down: ScaleRule = field(default_factory=lambda: ScaleRule(300.0, 50.0, None, 60.0))
+    scale_down: ScaleRule = field(default_factory=lambda: ScaleRule(300.0, 50.0, None, 60.0, Release.LINEAR))
     stale_after: float = 60.0
     time_to_ready_prior: float = 180.0  # seconds; replaced by the measured value in state
     predictive: bool = True

@@ -49,6 +49,7 @@ class Scenario:
     max_num_seqs: int | None = None  # vLLM's batch limits; None: vLLM's defaults for the GPU
     max_num_batched_tokens: int | None = None
     capacity_utilization: float | None = None  # inferscale's spec.targets.capacityUtilization; None: its default
+    scale_down_release: str | None = None  # inferscale's spec.behavior.scaleDown.release; None: its default
 
     def describe(self) -> dict[str, object]:
         return {
@@ -69,6 +70,7 @@ class Scenario:
             "max_num_seqs": self.max_num_seqs,
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "capacity_utilization": self.capacity_utilization,
+            "scale_down_release": self.scale_down_release,
         }
 
 
@@ -152,6 +154,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         slo_itl=s.slo_itl,
         slo_tpot=s.slo_tpot,
         capacity_utilization=s.capacity_utilization,
+        scale_down_release=s.scale_down_release,
         time_to_ready=s.time_to_ready.mean,
         time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,

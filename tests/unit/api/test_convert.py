@@ -7,7 +7,7 @@ import pytest
 from inferscale.api.convert import capacity_prior, policy_from_spec
 from inferscale.api.models import InvalidSpec, parse_spec
 from inferscale.api.spec import ModelRef
-from inferscale.scaling.types import ScaleRule, Schedule
+from inferscale.scaling.types import Release, ScaleRule, Schedule
 
 
 def test_design_example_converts_to_seconds_and_rules(full_spec: dict[str, Any]) -> None:
@@ -18,7 +18,7 @@ def test_design_example_converts_to_seconds_and_rules(full_spec: dict[str, Any])
     assert (policy.slo_ttft_p95, policy.slo_itl_mean) == pytest.approx((0.5, 0.05))
     assert (policy.target_kv_cache, policy.target_waiting_per_replica, policy.tolerance) == (0.8, 4.0, 0.1)
     assert policy.scale_up == ScaleRule(0.0, 100.0, None, 15.0)
-    assert policy.scale_down == ScaleRule(300.0, 50.0, None, 60.0)
+    assert policy.scale_down == ScaleRule(300.0, 50.0, None, 60.0, Release.LINEAR)
     assert (policy.stale_after, policy.time_to_ready_prior, policy.predictive) == (60.0, 180.0, True)
     assert policy.schedules == (Schedule("0 9 * * 1-5", 9 * 3600.0, 4),)
     assert policy.capacity_prior_rps is None
@@ -31,7 +31,7 @@ def test_the_per_request_tpot_slo_is_opt_in(minimal_spec: dict[str, Any]) -> Non
 
 
 def test_the_capacity_utilization_target_reaches_the_policy(minimal_spec: dict[str, Any]) -> None:
-    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).target_capacity_utilization == 0.85
+    assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).target_capacity_utilization == 0.8
     minimal_spec["targets"] = {"capacityUtilization": 0.7}
     assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).target_capacity_utilization == 0.7
 
@@ -47,11 +47,11 @@ def test_unset_max_increase_is_double_or_four_pods(minimal_spec: dict[str, Any])
 def test_pod_limits_and_custom_periods(minimal_spec: dict[str, Any]) -> None:
     minimal_spec["behavior"] = {
         "scaleUp": {"maxIncrease": 2, "period": "30s", "stabilizationWindow": "1m"},
-        "scaleDown": {"maxDecrease": 1, "period": "2m", "stabilizationWindow": "10m"},
+        "scaleDown": {"maxDecrease": 1, "period": "2m", "stabilizationWindow": "10m", "release": "Hold"},
     }
     policy = policy_from_spec(parse_spec(minimal_spec), 10.0)
     assert policy.scale_up == ScaleRule(60.0, None, 2, 30.0)
-    assert policy.scale_down == ScaleRule(600.0, None, 1, 120.0)
+    assert policy.scale_down == ScaleRule(600.0, None, 1, 120.0, Release.HOLD)
 
 
 def test_profile_gives_a_positive_capacity_prior(minimal_spec: dict[str, Any]) -> None:

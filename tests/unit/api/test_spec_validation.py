@@ -103,6 +103,8 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("metrics.selector", {"model_name": "other"}, rules.SELECTOR_RESERVED_MESSAGE, {}),
     ("engine", "tgi", 'supported values: "vllm", "sglang"', {}),
     ("mode", "Dry", 'supported values: "Active", "Advisory"', {}),
+    ("behavior.scaleDown.release", "Gradual", 'supported values: "Linear", "Hold"', {}),
+    ("behavior.scaleDown.release", "linear", 'supported values: "Linear", "Hold"', {}),
     ("scaleTargetRef.kind", "StatefulSet", 'supported values: "Deployment"', {}),
     ("replicas.max", 0, "greater than or equal to 1", {}),
     ("replicas.max", 3_000_000_000, "less than or equal to 2147483647", {}),

@@ -68,7 +68,7 @@ def test_the_learned_figure_follows_the_prior_through_a_change_of_lengths() -> N
 )
 def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int, expected: int) -> None:
     # 10.2 req/s per replica at 85%
-    rec, _ = capacity.recommend(demand, 12.0, True, 180.0, 0.1, current, forecast_rps=demand)
+    rec, _ = capacity.recommend(demand, 12.0, True, 180.0, 0.1, current, forecast_rps=demand, utilization=0.85)
     assert rec.replicas == expected
 
 
@@ -84,24 +84,26 @@ def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int,
 def test_the_capacity_message_names_the_forecast_only_when_the_demand_is_the_forecast(
     forecast: float | None, expected: str
 ) -> None:
-    rec, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=forecast)
+    rec, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=forecast, utilization=0.85)
     assert rec.message.startswith(expected)
 
 
 def test_a_lower_capacity_utilization_keeps_standing_headroom() -> None:
-    # 12 req/s per replica: 10.2 at 85%, 8.4 at 70%
-    at_85, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=50.0)
-    at_70, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=50.0, utilization=0.7)
-    assert (at_85.replicas, at_70.replicas) == (5, 6)  # 4.90 and 5.95
-    assert at_70.message.endswith("(learned) at 70% → 6")
+    # 12 req/s per replica: 10.2 at 85%, 9.6 at the default 80%, 8.4 at 70%
+    at_85, _ = capacity.recommend(61.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=61.0, utilization=0.85)
+    at_80, _ = capacity.recommend(61.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=61.0)
+    at_70, _ = capacity.recommend(61.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=61.0, utilization=0.7)
+    assert (at_85.replicas, at_80.replicas, at_70.replicas) == (6, 7, 8)  # 5.98, 6.35 and 7.26
+    assert at_80.message.endswith("(learned) at 80% → 7")
     assert capacity.low_floor(100.0, 8.0, 0.1, 20, 0.7) == 18  # 17.9, where 85% leaves 15
 
 
 def test_the_low_floor_is_the_need_at_the_lowest_capacity_with_the_dead_band() -> None:
-    # 8 req/s per replica is 6.8 at the 85% headroom
-    assert capacity.low_floor(100.0, 8.0, 0.1, 20) == 15  # 14.7
-    assert capacity.low_floor(125.0, 8.0, 0.1, 20) == 20  # 18.4: within 10% of 20, hold
-    assert capacity.low_floor(200.0, 8.0, 0.1, 20) == 20  # 29.4: a floor on a scale-down never adds replicas
+    # 8 req/s per replica is 6.4 at the default 80%
+    assert capacity.low_floor(100.0, 8.0, 0.1, 20) == 16  # 15.6
+    assert capacity.low_floor(100.0, 8.0, 0.1, 20, 0.85) == 15  # 14.7
+    assert capacity.low_floor(117.0, 8.0, 0.1, 20) == 20  # 18.3: within 10% of 20, hold
+    assert capacity.low_floor(200.0, 8.0, 0.1, 20) == 20  # 31.3: a floor on a scale-down never adds replicas
     assert capacity.low_floor(1e308, 1e-300, 0.1, 5) == 5  # no overflow to an infinite count
 
 

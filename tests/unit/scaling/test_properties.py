@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tests.unit.scaling.helpers import observe, run_fleet
 
-from inferscale.scaling import MetricsState, Observation, Policy, ScalerState, ScaleRule, TimedReplicas, decide
+from inferscale.scaling import (
+    MetricsState,
+    Observation,
+    Policy,
+    Release,
+    ScalerState,
+    ScaleRule,
+    TimedReplicas,
+    decide,
+)
 
 anything = st.one_of(
     st.none(),
@@ -30,6 +39,7 @@ def policies(draw: st.DrawFn) -> Policy:
         st.one_of(st.none(), st.sampled_from([10.0, 50.0, 100.0])),
         st.one_of(st.none(), st.integers(min_value=1, max_value=4)),
         st.sampled_from([15.0, 60.0]),
+        st.sampled_from(list(Release)),
     )
     return Policy(
         min_replicas=low,
@@ -153,11 +163,18 @@ def test_scale_down_is_never_faster_than_window_and_rate_limit(
         prev = after.get(t.at - 10.0, start)
         if t.replicas >= prev or prev > pol.max_replicas:
             continue
-        # Stabilization: nothing recommended within the window (the starting count included) was higher.
-        window = [n for s, n in desired.items() if t.at - rule.stabilization_window < s <= t.at]
+        # Stabilization: nothing recommended within the window (the starting count included) held more:
+        # whole (Hold), or falling linearly to this tick's recommendation by the window's end (Linear).
+        window = [(s, n) for s, n in desired.items() if t.at - rule.stabilization_window < s <= t.at]
         if t.at - rule.stabilization_window < 0:
-            window.append(start)
-        assert all(n <= t.replicas for n in window), (t.at, window, t.replicas)
+            window.append((0.0, start))
+        now_desired = desired[t.at]
+        for s, n in window:
+            held = n
+            if rule.release is Release.LINEAR and n > now_desired:
+                left = 1 - (t.at - s) / rule.stabilization_window
+                held = math.ceil(now_desired + (n - now_desired) * left - 1e-9)
+            assert held <= t.replicas, (t.at, s, n, held, t.replicas)
         # Rate limit: counted from the replicas at the start of the period (events strictly inside it count).
         if rule.max_change_percent is not None or rule.max_change_pods is not None:
             base = after.get(t.at - 10.0 * math.ceil(rule.period / 10.0), start)

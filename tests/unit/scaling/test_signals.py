@@ -235,7 +235,7 @@ def test_pending_replicas_are_supply_on_the_way() -> None:
 
 @pytest.mark.parametrize(
     ("rate", "capacity", "expected"),
-    [(10.0, 1.0, 12), (8.5, 1.0, 10), (0.1, 2.0, 1)],  # ceil(rate / (capacity x 0.85))
+    [(10.0, 1.0, 13), (8.5, 1.0, 11), (0.1, 2.0, 1)],  # ceil(rate / (capacity x the default 0.8))
 )
 def test_capacity_signal_divides_demand_by_capacity_with_headroom(rate: float, capacity: float, expected: int) -> None:
     pol = policy(**{**FREE, "capacity_prior_rps": capacity, "predictive": False})
@@ -246,7 +246,7 @@ def test_capacity_signal_divides_demand_by_capacity_with_headroom(rate: float, c
 def test_learned_capacity_replaces_the_prior() -> None:
     pol = policy(**{**FREE, "capacity_prior_rps": 1.0, "predictive": False})
     d = decide(observe(1, kv=0.1, request_rate=8.5), pol, ScalerState(capacity_rps=2.0), 0.0)
-    assert rec(d, Reason.CAPACITY).replicas == 5  # type: ignore[attr-defined]
+    assert rec(d, Reason.CAPACITY).replicas == 6  # type: ignore[attr-defined]  # 8.5 / (2.0 x 0.8) = 5.3
     assert "learned" in rec(d, Reason.CAPACITY).message  # type: ignore[attr-defined]
 
 
@@ -311,8 +311,8 @@ def test_a_surge_on_an_idle_fleet_is_sized_by_arrivals_not_completions() -> None
     obs = observe(1, kv=0.6, waiting=20_000.0, request_rate=13.0, ttft_p95=30.0, itl_mean=0.02)
     d = decide(obs, pol, before, 10.0)
     cap = next(r for r in d.recommendations if r.signal is Reason.CAPACITY)
-    # arrivals 13 + 2,000/s, plus 20,000 drained within a time-to-ready, at 85% of 190 req/s per replica
-    assert cap.replicas == math.ceil((13.0 + 2000.0 + 20_000.0 / 240.0) / (190.0 * 0.85))
+    # arrivals 13 + 2,000/s, plus 20,000 drained within a time-to-ready, at 80% of 190 req/s per replica
+    assert cap.replicas == math.ceil((13.0 + 2000.0 + 20_000.0 / 240.0) / (190.0 * 0.8))
     # without the previous tick only what is waiting adds to the completions
     fresh = decide(obs, pol, ScalerState(), 10.0)
     assert next(r for r in fresh.recommendations if r.signal is Reason.CAPACITY).replicas < cap.replicas

@@ -19,7 +19,9 @@ from inferscale.scaling import (
     Observation,
     Policy,
     RateSample,
+    Release,
     ScalerState,
+    ScaleRule,
     decide,
     state_from_status,
     state_to_status,
@@ -185,7 +187,7 @@ def test_a_recommendation_dated_in_the_future_does_not_hold_a_scale_up() -> None
 
 
 def test_a_recommendation_dated_in_the_future_still_holds_a_scale_down_for_a_full_window() -> None:
-    pol = Policy(1, 32)
+    pol = Policy(1, 32, scale_down=ScaleRule(300.0, 50.0, None, 60.0, Release.HOLD))  # held whole: its length shows
     window = pol.scale_down.stabilization_window
     # 2 recommended long ago, then 8 by a clock an hour ahead: the 8 counts as made at the first read
     status: dict[str, Any] = {"recommendations": [{"at": NOW - 600, "replicas": 2}, {"at": NOW + 3600, "replicas": 8}]}

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 
 import pytest
-from tests.unit.scaling.helpers import observe, policy, run_fleet
+from tests.unit.scaling.helpers import Tick, observe, policy, run_fleet
 
 from inferscale.scaling import (
     LastTick,
     MetricsState,
     Reason,
+    Release,
     ScalerState,
     ScaleRule,
     Schedule,
@@ -31,8 +33,11 @@ def test_load_step_scales_up_on_the_next_tick() -> None:
     assert step.replicas > 2 and step.decision.reason is Reason.KV_CACHE
 
 
+HOLD_DOWN = ScaleRule(300.0, 50.0, None, 60.0, Release.HOLD)  # HPA's stabilization, 50% per 60 s
+
+
 def test_load_fall_waits_the_window_then_steps_down_at_the_rate_limit() -> None:
-    pol = policy()  # 300 s down window, 50% per 60 s
+    pol = policy(scale_down=HOLD_DOWN)
     ticks = run_fleet(pol, lambda t: HIGH if t < 600 else LOW, start=10, until=1500.0)
     downs = [(t.at, t.replicas) for prev, t in itertools.pairwise(ticks) if t.replicas < prev.replicas]
     first_low_tick = 600.0  # the record is run-length: the high run counts until the low one began
@@ -41,6 +46,24 @@ def test_load_fall_waits_the_window_then_steps_down_at_the_rate_limit() -> None:
     gaps = [b[0] - a[0] for a, b in itertools.pairwise(downs)]
     assert all(g >= 60.0 for g in gaps)
     assert ticks[-1].replicas == 1
+
+
+def test_load_fall_released_linearly_steps_down_through_the_window() -> None:
+    ticks = run_fleet(policy(), lambda t: HIGH if t < 600 else LOW, start=10, until=1500.0)  # the default
+    after = [t for t in ticks if t.at >= 600.0]
+    downs = [(t.at, t.replicas) for prev, t in itertools.pairwise(ticks) if t.replicas < prev.replicas]
+    assert 600.0 < downs[0][0] < 600.0 + 300.0 / 2  # the first step comes early in the window
+    assert len(downs) > 3  # and the fleet steps down through it, not at its end
+    for t in after:  # never below what the burst's 10 still hold: 1 + 9 x (1 - age / 300), rounded up
+        assert t.replicas >= math.ceil(1 + 9 * max(0.0, 1 - (t.at - 600.0) / 300.0) - 1e-9)
+    assert next(t.at for t in after if t.replicas == 1) <= 600.0 + 300.0  # the need within one window
+    hold = run_fleet(policy(scale_down=HOLD_DOWN), lambda t: HIGH if t < 600 else LOW, start=10, until=1500.0)
+    assert sum(t.replicas for t in ticks) < sum(t.replicas for t in hold)
+    assert "released linearly over 5m, still holds" in downs_message(ticks)
+
+
+def downs_message(ticks: list[Tick]) -> str:
+    return next(t.decision.message for prev, t in itertools.pairwise(ticks) if t.replicas < prev.replicas)
 
 
 def test_restart_through_status_does_not_shorten_the_window() -> None:
@@ -52,9 +75,19 @@ def test_restart_through_status_does_not_shorten_the_window() -> None:
 
 def test_restart_with_lost_state_waits_a_full_window_from_the_restart() -> None:
     load = lambda t: HIGH if t < 600 else LOW  # noqa: E731
-    ticks = run_fleet(policy(), load, start=10, until=1500.0, restart_at=750.0, lose_state=True)
+    ticks = run_fleet(policy(scale_down=HOLD_DOWN), load, start=10, until=1500.0, restart_at=750.0, lose_state=True)
     first_down = next(t.at for t in ticks if t.replicas < 10)
     assert first_down == 750.0 + 300.0
+
+
+def test_restart_with_lost_state_releases_the_count_it_found_linearly_from_the_restart() -> None:
+    load = lambda t: HIGH if t < 600 else LOW  # noqa: E731
+    ticks = run_fleet(policy(), load, start=10, until=1500.0, restart_at=750.0, lose_state=True)
+    found = next(t.replicas for t in ticks if t.at == 740.0)  # what the lost state had stepped down to
+    after = [t for t in ticks if t.at >= 750.0]
+    assert after[0].replicas == found  # no scale-down on the first sample of a fresh state
+    for t in after:  # released over one window from the restart, as if recommended then
+        assert t.replicas >= math.ceil(1 + (found - 1) * max(0.0, 1 - (t.at - 750.0) / 300.0) - 1e-9)
 
 
 def test_constant_load_settles_without_flapping() -> None:
@@ -254,7 +287,7 @@ def test_a_scale_down_is_sized_with_the_lowest_capacity_of_its_window() -> None:
     # is below the 10 replicas (4, 8 at t=200, then 5), so stabilization alone scales down to 8 at
     # t=300; at the window's lowest capacity 80 req/s needs 9.4 replicas, within the dead-band of 10,
     # until that low has aged out of the window (the capacity low keeps half-window buckets: t=450).
-    def run(prior_at: Callable[[float], float]) -> list[tuple[float, int]]:
+    def run(prior_at: Callable[[float], float], down: ScaleRule) -> list[tuple[float, int]]:
         st, current, out = ScalerState(), 10, []
         for i in range(61):
             t = 10.0 * i
@@ -267,13 +300,19 @@ def test_a_scale_down_is_sized_with_the_lowest_capacity_of_its_window() -> None:
                 at=t,
                 newest_sample_at=t,
             )
-            d = decide(obs, policy(capacity_prior_rps=prior_at(t), predictive=False), st, t)
+            d = decide(obs, policy(capacity_prior_rps=prior_at(t), predictive=False, scale_down=down), st, t)
             st = state_from_status(state_to_status(d.state))  # through status, as the operator keeps it
             current = d.replicas
             out.append((t, d.replicas))
         return out
 
-    dip = run(lambda t: 10.0 if t == 200 else 20.0)
+    dip = run(lambda t: 10.0 if t == 200 else 20.0, HOLD_DOWN)
     assert all(n == 10 for t, n in dip if t < 450)
-    steady = run(lambda t: 20.0)
+    steady = run(lambda t: 20.0, HOLD_DOWN)
     assert min(n for t, n in steady if t <= 310) < 10  # without the dip the same load does scale down
+    # Released linearly, the window's recommendations no longer hold the fleet by t=290: the capacity
+    # low is what keeps the 8 that 80 req/s need at 10 req/s per replica, until it ages out.
+    linear = ScaleRule(300.0, 50.0, None, 60.0, Release.LINEAR)
+    dip, steady = run(lambda t: 10.0 if t == 200 else 20.0, linear), run(lambda t: 20.0, linear)
+    assert all(n >= 8 for t, n in dip if 290 <= t < 450)
+    assert min(n for t, n in steady if 290 <= t < 450) < 8

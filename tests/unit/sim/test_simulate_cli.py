@@ -72,6 +72,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--slo-tpot-p95", "0s"], "--slo-tpot-p95"),
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
         (["--capacity-utilization", "1.5"], "--capacity-utilization must be a fraction in (0, 1], got 1.5"),
+        (["--scale-down-release", "gradual"], "--scale-down-release 'gradual' is not known; known: Linear, Hold"),
         (["--time-to-ready", "4m-2m"], "--time-to-ready"),
         (["--rate-scale", "0"], "--rate-scale"),
         (["--format", "parquet"], "--format"),
@@ -348,6 +349,24 @@ def test_a_lower_capacity_utilization_buys_inferscale_standing_headroom(azure_tr
     default, lower = run(), run("--capacity-utilization", "0.5")
     assert (default["scenario"]["capacity_utilization"], lower["scenario"]["capacity_utilization"]) == (None, 0.5)
     assert lower["policies"]["inferscale"]["gpu_hours"] > 1.3 * default["policies"]["inferscale"]["gpu_hours"]
+
+
+def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp_path: Path) -> None:
+    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 10
+    rows, t = [], 0.0
+    while t < 900:
+        rows.append(
+            f"2023-11-16 18:{10 + int(t // 60):02d}:{t % 60:09.6f},{300 + 7 * (len(rows) % 50)},{20 + len(rows) % 40}\n"
+        )
+        t += 0.05 if t < 300 else 0.5
+    trace.write_text(AZURE_HEADER + "".join(rows))
+
+    def run(*release: str) -> dict[str, Any]:
+        return replay_json(trace, tmp_path / "r.json", "--policy", "inferscale", "--rate-scale", "10", *release)
+
+    linear, hold = run(), run("--scale-down-release", "HOLD")  # any case
+    assert (linear["scenario"]["scale_down_release"], hold["scenario"]["scale_down_release"]) == (None, "Hold")
+    assert linear["policies"]["inferscale"]["gpu_hours"] < 0.97 * hold["policies"]["inferscale"]["gpu_hours"]
 
 
 def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Path) -> None:

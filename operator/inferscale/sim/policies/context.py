@@ -46,6 +46,8 @@ class PolicyContext:
     slo_tpot: float | None = None
     # inferscale's spec.targets.capacityUtilization; None: the CRD's default
     capacity_utilization: float | None = None
+    # inferscale's spec.behavior.scaleDown.release ("Linear" or "Hold"); None: the CRD's default
+    scale_down_release: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("slo_ttft", "slo_itl", "interval"):

@@ -2,9 +2,10 @@
 
 - The Policy comes from an InferenceServiceSpec through `api.convert.policy_from_spec`, the operator's
   conversion: the context's model profile, GPU and TP, SLOs, replica bounds, time-to-ready (as
-  `warmup.timeToReady`) and, when given, `targets.capacityUtilization`; every other field at the CRD's
-  defaults (targets KV 0.8, 4 waiting per replica and capacity 0.85, tolerance 0.1, scale-down window
-  300 s ...), and the context's interval as the operator's --interval.
+  `warmup.timeToReady`) and, when given, `targets.capacityUtilization` and `behavior.scaleDown.release`;
+  every other field at the CRD's defaults (targets KV 0.8, 4 waiting per replica and capacity 0.8,
+  tolerance 0.1, scale-down window 300 s released linearly ...), and the context's interval as the
+  operator's --interval.
 - Capacity prior: the perf model at the request lengths the engines report this tick (token rates over
   the request rate), through `api.convert.with_observed_prior`, the function the operator calls; before
   any completion it is the spec's prior at typical lengths (1000 in / 200 out). Never the trace's future.
@@ -52,6 +53,7 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
             "slo": slo,
             "targets": targets,
             "warmup": {"timeToReady": _duration(ctx.time_to_ready_max or ctx.time_to_ready)},
+            "behavior": {} if ctx.scale_down_release is None else {"scaleDown": {"release": ctx.scale_down_release}},
         }
     )
 
