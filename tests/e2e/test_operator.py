@@ -46,23 +46,28 @@ def test_a_saturation_scales_up_within_two_ticks_of_prometheus_seeing_it(
     assert "inferscale_decisions_total{" in operator.metrics()
 
 
+def four_at_low_load(
+    cluster: Cluster, namespace: str, target: Exporter, window: float, period: float, release: str | None
+) -> None:
+    """4 Ready pods at a load 1 carries, under a scale-down window of `window` seconds that removes at most
+    50% per `period`, released as `release` (None: the CRD's default), and Prometheus seeing that load."""
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
+    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods reporting")
+    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
+    rule = {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": f"{period:.0f}s"}
+    if release is not None:
+        rule["release"] = release
+    behavior = {"interval": "5s", "scaleDown": rule}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior=behavior))
+    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+
+
 def test_b_scale_down_waits_for_the_window_and_respects_the_rate_limit(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:
     window, period = 30.0, 20.0
-    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
-    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods reporting")
-    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
     # Hold: HPA's window, whole until it ends (the default, Linear, is the next test's)
-    rule = {
-        "stabilizationWindow": f"{window:.0f}s",
-        "maxDecrease": "50%",
-        "period": f"{period:.0f}s",
-        "release": "Hold",
-    }
-    spec = {"scaleDown": rule}
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
-    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+    four_at_low_load(cluster, namespace, target, window, period, "Hold")
     started = time.monotonic()
     operator.start()
 
@@ -93,12 +98,7 @@ def test_b_linear_release_steps_down_through_the_window(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:
     window = 40.0
-    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
-    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods reporting")
-    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
-    spec = {"scaleDown": {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": "5s"}}
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
-    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+    four_at_low_load(cluster, namespace, target, window, 5.0, None)  # the default release, Linear
     operator.start()
 
     timeline, fours_ended = [(time.time(), 4)], None
@@ -216,13 +216,7 @@ def test_g_restart_inside_the_scale_down_window_does_not_shorten_it(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:
     window = 40.0
-    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=4")
-    eventually(lambda: len(target.pods) == 4, 60, "4 Ready pods")
-    target.set(kv=0.05, waiting=0, running=0, rps=0.1)
-    rule = {"stabilizationWindow": f"{window:.0f}s", "maxDecrease": "50%", "period": "10s", "release": "Hold"}
-    spec = {"scaleDown": rule}
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", behavior={"interval": "5s", **spec}))
-    eventually(lambda: waiting_seen(cluster, namespace, 0.0), 30, "Prometheus to see the low load")
+    four_at_low_load(cluster, namespace, target, window, 10.0, "Hold")
     operator.start()
     recs = eventually(lambda: (status(cluster, namespace).get("scaler") or {}).get("recommendations"), 30, "state")
     first = min(float(r["at"]) for r in recs)
