@@ -6,7 +6,7 @@ capacity at the SLO. Capacity at the SLO is the rate a replica sustains right at
 inside a scrape interval and an imperfect router need 15% (`HEADROOM`, what the benchmark's oracle and
 static peak size with, and WVA too). inferscale plans with 5 points more because its demand is a
 forecast and its per-replica capacity follows lengths it reads a minute late (the benchmark's m-small
-slice, where lengths change within a cold start: 98.94% at 85%, 99.95% at 80%; the GPU-hours this costs
+slice, where lengths change within a cold start: 98.94% at 85%, 99.94% at 80%; the GPU-hours this costs
 on Azure's bursts are paid back by the scale-down window's linear release, `stabilization`). Traffic
 that jumps by more than that within a time-to-ready needs a lower target still: standing headroom, at
 its cost.

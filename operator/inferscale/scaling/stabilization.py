@@ -13,8 +13,7 @@ it cost is bought back with standing headroom (`capacity.DEFAULT_UTILIZATION`), 
 length changes a hold does not see coming. Shorter HOLD windows were measured too: they lost 1-4
 points of attainment.
 
-The
-record lives in status, so a restarted operator keeps its windows. It is kept run-length encoded
+The record lives in status, so a restarted operator keeps its windows. It is kept run-length encoded
 (an entry per change of the recommendation, not per tick), so a steady service's status does not
 change from tick to tick and need not be rewritten; the price is that a run counts until the next
 run began, which makes a window at most one tick longer, never shorter.
@@ -67,13 +66,10 @@ def stabilize(
     release: Release = Release.HOLD,
 ) -> int:
     """`history` excludes `desired` itself; an entry counts when it is strictly newer than the cutoff."""
-    up, down = desired, desired
-    up_cut, down_cut = now - up_window, now - down_window
-    for rec in history:
-        if rec.at > up_cut:
-            up = min(up, rec.replicas)
-        if rec.at > down_cut:
-            down = max(down, held(rec, desired, now, down_window, release))
+    up_cut = now - up_window
+    up = min([desired, *(rec.replicas for rec in history if rec.at > up_cut)])
+    holder = holding(desired, history, now, down_window, release)
+    down = desired if holder is None else holder[0]
     result = current
     if result < up:
         result = up
