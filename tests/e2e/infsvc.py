@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
-from tests.e2e.cluster import Cluster
+from tests.e2e.cluster import Cluster, eventually
 
 TICK = 5.0
 SCRAPE = 5.0
@@ -34,6 +35,15 @@ def replicas(cluster: Cluster, ns: str, name: str = "llm") -> int:
 def status(cluster: Cluster, ns: str, name: str = "llm") -> dict[str, Any]:
     out: dict[str, Any] = cluster.kubectl_json("get", "inferenceservice", name, "-n", ns).get("status") or {}
     return out
+
+
+def status_where(
+    cluster: Cluster, ns: str, holds: Callable[[dict[str, Any]], bool], timeout: float, what: str
+) -> dict[str, Any]:
+    """The first status for which `holds` is true. The operator scales before it writes status in the same
+    tick, so a status read just after a scale is seen can still be the tick before's."""
+    found: dict[str, Any] = eventually(lambda: st if holds(st := status(cluster, ns)) else None, timeout, what)
+    return found
 
 
 def condition(st: dict[str, Any], kind: str) -> dict[str, Any] | None:
