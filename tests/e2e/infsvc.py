@@ -46,6 +46,11 @@ def status_where(
     return found
 
 
+def scale_up_status(cluster: Cluster, ns: str) -> dict[str, Any]:
+    """The status of the tick that scaled up from 1, once the test has seen the Deployment grow (see `status_where`)."""
+    return status_where(cluster, ns, lambda s: s.get("desiredReplicas", 0) > 1, TICK + 5, "the scale-up's status")
+
+
 def condition(st: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((c for c in st.get("conditions") or [] if c.get("type") == kind), None)
 

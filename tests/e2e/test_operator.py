@@ -23,9 +23,9 @@ from tests.e2e.infsvc import (
     events,
     replicas,
     sample_replicas,
+    scale_up_status,
     service,
     status,
-    status_where,
     waiting_seen,
 )
 from tests.e2e.operator_proc import OperatorProcess
@@ -50,7 +50,7 @@ def test_a_saturation_scales_up_within_two_ticks_of_prometheus_seeing_it(
     seen = time.monotonic()
     eventually(lambda: replicas(cluster, namespace) > 1, 2 * TICK + 5, "replicas to rise within two ticks")
     print(f"scaled up {time.monotonic() - seen:.1f}s after Prometheus saw the queue")
-    st = status_where(cluster, namespace, lambda s: s.get("desiredReplicas", 0) > 1, TICK + 5, "status of the scale-up")
+    st = scale_up_status(cluster, namespace)
     assert st["decision"]["reason"] in ("QueueBacklog", "KVCacheSaturation", "RateLimited")
     assert eventually(lambda: events(cluster, namespace, "ScaledUp"), 15, "a ScaledUp event")
     assert "inferscale_decisions_total{" in operator.metrics()
@@ -327,7 +327,7 @@ def test_i_slow_streams_at_low_kv_scale_up_by_the_per_request_tpot_slo(
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", slo={"tpotP95": "50ms"}))
     operator.start()
     eventually(lambda: replicas(cluster, namespace) > 1, 60, "a scale-up on the per-request TPOT")
-    st = status_where(cluster, namespace, lambda s: s.get("desiredReplicas", 0) > 1, TICK + 5, "status of the scale-up")
+    st = scale_up_status(cluster, namespace)
     assert st["observed"]["tpotP95"] == "99ms"  # histogram_quantile inside the (75ms, 100ms] bucket
     assert st["observed"]["itlMean"] == "20ms"
     assert any(r["signal"] == "TPOTAboveSLO" and "TPOT P95" in r["message"] for r in st["recommendations"])

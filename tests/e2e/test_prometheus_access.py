@@ -15,7 +15,7 @@ import requests
 
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
-from tests.e2e.infsvc import TICK, condition, metrics_condition, replicas, service, status, status_where
+from tests.e2e.infsvc import condition, metrics_condition, replicas, scale_up_status, service, status
 from tests.e2e.operator_proc import OperatorProcess, free_port, running
 from tests.e2e.second_prometheus import second_prometheus
 
@@ -78,10 +78,7 @@ def test_with_the_ca_and_the_password_the_operator_scales_on_a_secured_prometheu
             "--prometheus-password-file", str(secured.password)]  # fmt: skip
     with running(_operator(cluster, namespace, secured, *args)) as op:
         eventually(lambda: replicas(cluster, namespace) > 1, 90, "a scale-up read through TLS and basic auth")
-        # the tick that scales up can be the first to read the metrics, and its status follows the scale
-        st = status_where(
-            cluster, namespace, lambda s: s.get("desiredReplicas", 0) > 1, TICK + 5, "the scale-up's status"
-        )
+        st = scale_up_status(cluster, namespace)
         metrics = condition(st, "MetricsAvailable")
         assert metrics is not None and metrics["status"] == "True", metrics
         assert "basic auth as inferscale; CA" in op.output()  # the start line says how it reaches Prometheus

@@ -35,9 +35,9 @@ from tests.e2e.infsvc import (
     metrics_condition,
     replicas,
     sample_replicas,
+    scale_up_status,
     service,
     status,
-    status_where,
 )
 from tests.e2e.operator_proc import OperatorProcess, running
 from tests.e2e.second_prometheus import second_prometheus
@@ -232,10 +232,7 @@ def test_with_a_token_rbac_grants_the_operator_scales_through_the_apiserver_prox
     token.write_text(guarded.reader + "\n")
     with running(_operator(cluster, namespace, guarded, token)) as op:
         eventually(lambda: replicas(cluster, namespace) > 1, 90, "a scale-up read through the apiserver's proxy")
-        # the tick that scales up can be the first to read the metrics, and its status follows the scale
-        st = status_where(
-            cluster, namespace, lambda s: s.get("desiredReplicas", 0) > 1, TICK + 5, "the scale-up's status"
-        )
+        st = scale_up_status(cluster, namespace)
         metrics = condition(st, "MetricsAvailable")
         assert metrics is not None and metrics["status"] == "True", metrics
         assert f"bearer token; CA {guarded.ca}" in op.output()  # the start line says how it reaches Prometheus
@@ -274,10 +271,7 @@ def test_a_token_the_kubelet_rotates_is_read_again_without_a_restart(
         assert replicas(cluster, namespace) == 1
         projected.write(guarded.reader)  # the kubelet's rotation: the same path, a new file behind it
         eventually(lambda: replicas(cluster, namespace) > 1, 90, "a scale-up with the rotated token")
-        # the first tick to read the metrics with the new token can be the one that scales up, before its status
-        st = status_where(
-            cluster, namespace, lambda s: s.get("desiredReplicas", 0) > 1, TICK + 5, "the scale-up's status"
-        )
+        st = scale_up_status(cluster, namespace)
         metrics = condition(st, "MetricsAvailable")
         assert metrics is not None and metrics["status"] == "True", metrics
         assert op.proc.poll() is None and op.proc.pid == pid, "the operator was restarted"
