@@ -18,6 +18,7 @@ from inferscale.commands import emulate as _emulate; app.command("emulate")(_emu
 from inferscale.commands import plan as _plan; app.command("plan")(_plan.plan)  # noqa: E402, E702, I001  # fmt: skip
 from inferscale.commands import run as _run; app.command("run")(_run.run)  # noqa: E402, E702, I001  # fmt: skip
 from inferscale.commands import simulate as _simulate; app.command("simulate")(_simulate.simulate)  # noqa: E402, E702, I001  # fmt: skip
+from inferscale.commands import tune as _tune; app.command("tune")(_tune.tune)  # noqa: E402, E702, I001  # fmt: skip
 
 
 def main() -> None:

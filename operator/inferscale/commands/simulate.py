@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -15,6 +17,29 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from inferscale.commands import checks
+from inferscale.commands.replay_options import (
+    REQUEST_LEVEL_LIMIT,
+    DurationOpt,
+    FormatOpt,
+    GpuOpt,
+    IntervalOpt,
+    JsonOpt,
+    MaxNumBatchedTokensOpt,
+    MaxNumSeqsOpt,
+    ModelOpt,
+    ModeOpt,
+    RateScaleOpt,
+    ReleaseOpt,
+    SeedOpt,
+    SloItlOpt,
+    SloTpotOpt,
+    SloTtftOpt,
+    TimeScaleOpt,
+    TimeToReadyOpt,
+    TpOpt,
+    TraceOpt,
+    WorkersOpt,
+)
 from inferscale.perf import PerfError, model_spec
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Release
@@ -24,6 +49,7 @@ from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.plots import plot_formats, plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
 from inferscale.sim.policies.inferscale import Inferscale
+from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.run import RunConfig, RunResult, parallel, run_policy
 from inferscale.sim.scenario import (
     DEFAULT_TIME_TO_READY,
@@ -38,11 +64,13 @@ from inferscale.sim.traces import TRACE_FORMATS, TraceError, resolve_format
 
 MODES = ("auto", "request", "fluid")
 EXPLAINED = Inferscale.name  # the policy whose decisions carry a reason and a message
-REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
 
 
 class SimulateInputError(checks.InputError):
     pass
+
+
+LOAD_ERRORS = (SimulateInputError, checks.InputError, TraceError, PerfError, ValueError, OSError)
 
 
 def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
@@ -218,8 +246,8 @@ def _release(value: str | None) -> str | None:
     return known[value.lower()]
 
 
-def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) -> dict[str, Any]:
-    """The JSON document: the scenario and each policy's scores."""
+def scenario_json(prepared: Prepared | FluidPrepared) -> dict[str, Any]:
+    """The scenario as replayed: what was asked and what the trace and the fleet sizing made of it."""
     scenario = prepared.scenario.describe()
     if isinstance(prepared, FluidPrepared):
         mode, requests = "fluid", round(prepared.expected_requests)
@@ -239,21 +267,31 @@ def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) ->
             "max_replicas": prepared.context.max_replicas,
         }
     )
-    policies: dict[str, Any] = {}
-    for name, r in results.items():
-        s = r.scores
-        policies[name] = {
-            "slo_attainment": s.slo_attainment,
-            "gpu_hours": s.gpu_hours,
-            "ttft_p95_s": s.ttft_p95_s,
-            "ttft_p99_s": s.ttft_p99_s,
-            "itl_mean_s": s.itl_mean_s,
-            "scale_actions": s.scale_actions,
-            "requests": s.requests,
-            "unfinished": s.unfinished,
-            "wall_seconds": r.wall_seconds,
-        }
-    return {"scenario": scenario, "policies": policies}
+    return scenario
+
+
+def scores_json(r: RunResult) -> dict[str, Any]:
+    s = r.scores
+    return {
+        "slo_attainment": s.slo_attainment,
+        "gpu_hours": s.gpu_hours,
+        "ttft_p95_s": s.ttft_p95_s,
+        "ttft_p99_s": s.ttft_p99_s,
+        "itl_mean_s": s.itl_mean_s,
+        "scale_actions": s.scale_actions,
+        "requests": s.requests,
+        "unfinished": s.unfinished,
+        "wall_seconds": r.wall_seconds,
+    }
+
+
+def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) -> dict[str, Any]:
+    """The JSON document: the scenario and each policy's scores."""
+    return {"scenario": scenario_json(prepared), "policies": {name: scores_json(r) for name, r in results.items()}}
+
+
+def gpu_hours_text(gpu_hours: float) -> str:
+    return f"{gpu_hours:.1f}" if gpu_hours >= 10 else f"{gpu_hours:.3g}"  # a short replay is not 0.0
 
 
 def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:
@@ -267,7 +305,7 @@ def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:
         table.add_row(
             name,
             f"{100 * s.slo_attainment:.2f}%",
-            f"{s.gpu_hours:.1f}" if s.gpu_hours >= 10 else f"{s.gpu_hours:.3g}",  # a short replay is not 0.0
+            gpu_hours_text(s.gpu_hours),
             ratio,
             str(s.scale_actions),
             format_duration(s.ttft_p95_s),
@@ -277,27 +315,101 @@ def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:
     return table
 
 
+def load(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
+    """The scenario's replay, loaded under a status line; raises SimulateInputError on an unknown mode."""
+    if mode not in MODES:
+        raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")
+    with Console(stderr=True).status("loading the trace"):
+        return _prepare(scenario, mode)
+
+
+def note_limits(prepared: Prepared | FluidPrepared) -> None:
+    """Say on stderr where the replay differs from what was asked or cannot tell policies apart."""
+    scenario, span = prepared.scenario, _span(prepared)
+    if scenario.duration is not None and format_duration(span) != format_duration(scenario.duration):
+        # only a difference the user can see: a request trace ends at its last arrival, not on a round figure
+        scaled = f" at --time-scale {scenario.time_scale:g}" if scenario.time_scale != 1 else ""
+        print(
+            f"note: the trace covers only {format_duration(span)}{scaled}; the replay stops there, not at the "
+            f"{format_duration(scenario.duration)} of --duration",
+            file=sys.stderr,
+        )
+    for note in _too_long_notes(prepared) if isinstance(prepared, Prepared) else []:
+        print(note, file=sys.stderr)
+    warning = _too_short_warning(span, prepared.run_config)
+    if warning is not None:
+        print(warning, file=sys.stderr)
+
+
+def replay(
+    prepared: Prepared | FluidPrepared, policies: Mapping[str, Callable[[], ScalingPolicy]], workers: int
+) -> dict[str, RunResult]:
+    """Each named policy on its own fleet over the same replay, with a progress bar on stderr."""
+    names = list(policies)
+    # A process per replay at most: more would be forked copies of the workload with nothing to run.
+    n_workers = min(workers or os.cpu_count() or 1, len(names))
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    ) as progress:
+        what = f"{len(names)} policies" if len(names) != 1 else "1 policy"
+        if isinstance(prepared, FluidPrepared):
+            fp = prepared
+            label = f"fluid: {fp.expected_requests:,.0f} requests × {what}"
+            curve_tables(fp.curve, fp.profile)  # solved once, inherited by the workers
+
+            def job(name: str) -> RunResult:
+                return run_fluid(fp.curve, fp.duration, policies[name](), fp.profile, fp.run_config)
+
+        else:
+            rp = prepared
+            label = f"{len(rp.workload):,} requests × {what}"
+
+            def job(name: str) -> RunResult:
+                return run_policy(rp.workload, policies[name](), rp.run_config)
+
+        task = progress.add_task(label, total=len(names))
+        return parallel(names, job, n_workers, on_done=lambda _r: progress.advance(task))
+
+
+def result_console() -> Console:
+    out = Console()
+    return out if out.is_terminal else Console(width=120)  # a pipe or a file: do not squeeze tables into 80 columns
+
+
+def write_json(json_out: Path, doc: dict[str, Any]) -> bool:
+    """Checked up front, but a full disk or a folder removed meanwhile can still fail a write: say so, and
+    let the caller keep its other outputs. True when written."""
+    try:
+        json_out.write_text(json.dumps(doc, indent=2) + "\n")
+    except OSError as e:
+        print(f"error: --json {json_out}: cannot write the results: {e.strerror or e}", file=sys.stderr)
+        return False
+    return True
+
+
+def workers_count(workers: int) -> int:
+    if workers < 0:
+        raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the cores), got {workers}")
+    return workers
+
+
 def simulate(
-    trace: Annotated[Path, typer.Option("--trace", help="Trace file (Azure CSV, Mooncake JSONL, ServeGen CSV).")],
-    fmt: Annotated[
-        str | None, typer.Option("--format", help=f"One of {', '.join(TRACE_FORMATS)}; detected if omitted.")
-    ] = None,
-    rate_scale: Annotated[float, typer.Option("--rate-scale", help="Multiply the request rate.")] = 1.0,
-    time_scale: Annotated[float, typer.Option("--time-scale", help="Compress time (divide timestamps).")] = 1.0,
-    duration: Annotated[str | None, typer.Option("--duration", help="Replay only this long, e.g. 30m.")] = None,
-    model: Annotated[str, typer.Option("--model", help="Catalog model name.")] = "llama-3.1-8b",
-    gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU name.")] = "h100-80gb",
-    tp: Annotated[int, typer.Option("--tp", help="Tensor parallelism (GPUs per replica).")] = 1,
-    slo_ttft: Annotated[str, typer.Option("--slo-ttft", help="Per-request TTFT target.")] = "500ms",
-    slo_itl: Annotated[str, typer.Option("--slo-itl", help="Per-request mean ITL target.")] = "50ms",
-    slo_tpot: Annotated[
-        str | None,
-        typer.Option(
-            "--slo-tpot-p95",
-            help="Also give inferscale spec.slo.tpotP95 (P95 of per-request TPOT), e.g. 50ms; "
-            "scores still use --slo-itl.",
-        ),
-    ] = None,
+    trace: TraceOpt,
+    fmt: FormatOpt = None,
+    rate_scale: RateScaleOpt = 1.0,
+    time_scale: TimeScaleOpt = 1.0,
+    duration: DurationOpt = None,
+    model: ModelOpt = "llama-3.1-8b",
+    gpu: GpuOpt = "h100-80gb",
+    tp: TpOpt = 1,
+    slo_ttft: SloTtftOpt = "500ms",
+    slo_itl: SloItlOpt = "50ms",
+    slo_tpot: SloTpotOpt = None,
     capacity_utilization: Annotated[
         float | None,
         typer.Option(
@@ -306,33 +418,16 @@ def simulate(
             "the forecast demand may use (default 0.8); lower keeps standing headroom.",
         ),
     ] = None,
-    scale_down_release: Annotated[
-        str | None,
-        typer.Option(
-            "--scale-down-release",
-            help="Give inferscale spec.behavior.scaleDown.release: Linear (default) steps down through the "
-            "scale-down window, Hold keeps the window's highest recommendation to its end (HPA).",
-        ),
-    ] = None,
-    time_to_ready: Annotated[
-        str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
-    ] = DEFAULT_TIME_TO_READY,
-    interval: Annotated[str, typer.Option("--interval", help="inferscale's decision interval.")] = "10s",
+    scale_down_release: ReleaseOpt = None,
+    time_to_ready: TimeToReadyOpt = DEFAULT_TIME_TO_READY,
+    interval: IntervalOpt = "10s",
     policy: Annotated[
         list[str] | None, typer.Option("--policy", help="Policy to run (repeatable); all when omitted.")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed for request generation and time-to-ready.")] = 0,
-    max_num_seqs: Annotated[
-        int | None, typer.Option("--max-num-seqs", help="vLLM --max-num-seqs of every replica (default: vLLM's).")
-    ] = None,
-    max_num_batched_tokens: Annotated[
-        int | None,
-        typer.Option(
-            "--max-num-batched-tokens",
-            help="vLLM --max-num-batched-tokens, the chunked-prefill budget of every replica (default: vLLM's).",
-        ),
-    ] = None,
-    json_out: Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")] = None,
+    seed: SeedOpt = 0,
+    max_num_seqs: MaxNumSeqsOpt = None,
+    max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
+    json_out: JsonOpt = None,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write a PNG timeline here.")] = None,
     decisions: Annotated[
         Path | None,
@@ -342,27 +437,13 @@ def simulate(
             "changed, with the message the operator would give.",
         ),
     ] = None,
-    workers: Annotated[
-        int,
-        typer.Option(
-            "--workers", help="Processes running policies in parallel; 0: one per policy, up to the number of cores."
-        ),
-    ] = 0,
-    mode: Annotated[
-        str,
-        typer.Option(
-            "--mode",
-            help=f"request (every request through the engines), fluid (rate curve on the perf model's steady "
-            f"state), or auto: fluid above {REQUEST_LEVEL_LIMIT:,} requests.",
-        ),
-    ] = "auto",
+    workers: WorkersOpt = 0,
+    mode: ModeOpt = "auto",
 ) -> None:
     """Replay a trace against scaling policies on simulated vLLM fleets and compare SLO attainment and cost."""
-    err = Console(stderr=True)
     try:
         names = _policies(policy)
-        if workers < 0:
-            raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the cores), got {workers}")
+        workers_count(workers)
         if decisions is not None and EXPLAINED not in names:
             raise SimulateInputError(
                 f"--decisions: only {EXPLAINED} explains its decisions, and it is not among the policies; "
@@ -389,69 +470,15 @@ def simulate(
             capacity_utilization,
             scale_down_release,
         )
-        if mode not in MODES:
-            raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")
-        with err.status("loading the trace"):
-            prepared = _prepare(scenario, mode)
-    except (SimulateInputError, TraceError, PerfError, ValueError, OSError) as e:
+        prepared = load(scenario, mode)
+    except LOAD_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
 
-    span = _span(prepared)
-    if scenario.duration is not None and format_duration(span) != format_duration(scenario.duration):
-        # only a difference the user can see: a request trace ends at its last arrival, not on a round figure
-        scaled = f" at --time-scale {scenario.time_scale:g}" if scenario.time_scale != 1 else ""
-        print(
-            f"note: the trace covers only {format_duration(span)}{scaled}; the replay stops there, not at the "
-            f"{format_duration(scenario.duration)} of --duration",
-            file=sys.stderr,
-        )
-    for note in _too_long_notes(prepared) if isinstance(prepared, Prepared) else []:
-        print(note, file=sys.stderr)
-    warning = _too_short_warning(span, prepared.run_config)
-    if warning is not None:
-        print(warning, file=sys.stderr)
-    # A process per policy at most: more would be forked copies of the workload with nothing to run.
-    n_workers = min(workers or os.cpu_count() or 1, len(names))
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as progress:
-        if isinstance(prepared, FluidPrepared):
-            fp = prepared
-            label = f"fluid: {fp.expected_requests:,.0f} requests × {len(names)} policies"
-            curve_tables(fp.curve, fp.profile)  # solved once, inherited by the workers
-
-            def job(name: str) -> RunResult:
-                return run_fluid(fp.curve, fp.duration, fp.policy(name), fp.profile, fp.run_config)
-
-        else:
-            rp = prepared
-            label = f"{len(rp.workload):,} requests × {len(names)} policies"
-
-            def job(name: str) -> RunResult:
-                return run_policy(rp.workload, rp.policy(name), rp.run_config)
-
-        task = progress.add_task(label, total=len(names))
-        results = parallel(names, job, n_workers, on_done=lambda _r: progress.advance(task))
-    out = Console()
-    if not out.is_terminal:
-        out = Console(width=120)  # a pipe or a file: do not squeeze the table into 80 columns
-    out.print(_table(results, scenario.slo_ttft))
-    doc = report(prepared, results)
-    # Checked up front, but a full disk or a folder removed meanwhile can still fail a write: keep the
-    # other output and say which one is missing.
-    failed = False
-    if json_out is not None:
-        try:
-            json_out.write_text(json.dumps(doc, indent=2) + "\n")
-        except OSError as e:
-            print(f"error: --json {json_out}: cannot write the results: {e.strerror or e}", file=sys.stderr)
-            failed = True
+    note_limits(prepared)
+    results = replay(prepared, {n: partial(prepared.policy, n) for n in names}, workers)
+    result_console().print(_table(results, scenario.slo_ttft))
+    failed = json_out is not None and not write_json(json_out, report(prepared, results))
     if decisions is not None:
         try:
             write_jsonl(decisions, [(n, r.decisions) for n, r in results.items() if r.decisions])

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from inferscale.sim.engine import EngineConfig
@@ -18,3 +20,15 @@ def engine_cfg() -> EngineConfig:
         c_decode=1e-3,
         c_kv=0.0,
     )
+
+
+@pytest.fixture
+def azure_trace(tmp_path: Path) -> Path:
+    """Ten minutes of 2 requests/s."""
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"]
+    for i in range(1200):
+        m, s = divmod(i * 0.5, 60)
+        lines.append(f"2023-11-16 18:{10 + int(m):02d}:{s:09.6f},{300 + 7 * (i % 50)},{20 + i % 40}\n")
+    path = tmp_path / "azure.csv"
+    path.write_text("".join(lines))
+    return path

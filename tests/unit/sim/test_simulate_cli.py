@@ -21,18 +21,6 @@ from inferscale.sim.scores import Scores
 AZURE_HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
 
-@pytest.fixture
-def azure_trace(tmp_path: Path) -> Path:
-    """Ten minutes of 2 requests/s."""
-    lines = [AZURE_HEADER]
-    for i in range(1200):
-        m, s = divmod(i * 0.5, 60)
-        lines.append(f"2023-11-16 18:{10 + int(m):02d}:{s:09.6f},{300 + 7 * (i % 50)},{20 + i % 40}\n")
-    path = tmp_path / "azure.csv"
-    path.write_text("".join(lines))
-    return path
-
-
 def invoke(*args: str) -> tuple[int, str, str]:
     result = CliRunner().invoke(app, ["simulate", *args])
     return result.exit_code, result.stdout, result.stderr

@@ -1,0 +1,69 @@
+"""The options that describe a replay, shared by `inferscale simulate` and `inferscale tune` so that
+the same flags mean the same scenario in both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from inferscale.sim.traces import TRACE_FORMATS
+
+REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
+
+TraceOpt = Annotated[Path, typer.Option("--trace", help="Trace file (Azure CSV, Mooncake JSONL, ServeGen CSV).")]
+FormatOpt = Annotated[
+    str | None, typer.Option("--format", help=f"One of {', '.join(TRACE_FORMATS)}; detected if omitted.")
+]
+RateScaleOpt = Annotated[float, typer.Option("--rate-scale", help="Multiply the request rate.")]
+TimeScaleOpt = Annotated[float, typer.Option("--time-scale", help="Compress time (divide timestamps).")]
+DurationOpt = Annotated[str | None, typer.Option("--duration", help="Replay only this long, e.g. 30m.")]
+ModelOpt = Annotated[str, typer.Option("--model", help="Catalog model name.")]
+GpuOpt = Annotated[str, typer.Option("--gpu", help="Catalog GPU name.")]
+TpOpt = Annotated[int, typer.Option("--tp", help="Tensor parallelism (GPUs per replica).")]
+SloTtftOpt = Annotated[str, typer.Option("--slo-ttft", help="Per-request TTFT target.")]
+SloItlOpt = Annotated[str, typer.Option("--slo-itl", help="Per-request mean ITL target.")]
+SloTpotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--slo-tpot-p95",
+        help="Also give inferscale spec.slo.tpotP95 (P95 of per-request TPOT), e.g. 50ms; scores still use --slo-itl.",
+    ),
+]
+ReleaseOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scale-down-release",
+        help="Give inferscale spec.behavior.scaleDown.release: Linear (default) steps down through the "
+        "scale-down window, Hold keeps the window's highest recommendation to its end (HPA).",
+    ),
+]
+TimeToReadyOpt = Annotated[
+    str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
+]
+IntervalOpt = Annotated[str, typer.Option("--interval", help="inferscale's decision interval.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for request generation and time-to-ready.")]
+MaxNumSeqsOpt = Annotated[
+    int | None, typer.Option("--max-num-seqs", help="vLLM --max-num-seqs of every replica (default: vLLM's).")
+]
+MaxNumBatchedTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--max-num-batched-tokens",
+        help="vLLM --max-num-batched-tokens, the chunked-prefill budget of every replica (default: vLLM's).",
+    ),
+]
+JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")]
+WorkersOpt = Annotated[
+    int,
+    typer.Option("--workers", help="Processes running the replays in parallel; 0: one per replay, up to the cores."),
+]
+ModeOpt = Annotated[
+    str,
+    typer.Option(
+        "--mode",
+        help=f"request (every request through the engines), fluid (rate curve on the perf model's steady "
+        f"state), or auto: fluid above {REQUEST_LEVEL_LIMIT:,} requests.",
+    ),
+]

@@ -1,0 +1,49 @@
+"""Choosing `spec.targets.capacityUtilization` by replaying the user's own traffic at several values.
+
+How much standing headroom a fleet needs is a property of its traffic: how far demand moves within one
+cold start. No single default suits every trace (docs/where-inferscale-loses.md, "Standing headroom"), so
+the answer is measured: the same replay at each candidate value, and the cheapest that meets the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from inferscale.sim.policies import PolicyContext, make_policy
+from inferscale.sim.policies.inferscale import Inferscale
+from inferscale.sim.policy import ScalingPolicy
+from inferscale.sim.scores import Scores
+
+# 0.50 to 0.95: the default (0.80) among them; below half, a fleet is mostly spare
+DEFAULT_CANDIDATES = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
+
+
+@dataclass(frozen=True)
+class Trial:
+    capacity_utilization: float
+    scores: Scores
+
+    def meets(self, target_attainment: float) -> bool:
+        return not math.isnan(self.scores.slo_attainment) and self.scores.slo_attainment >= target_attainment
+
+
+def inferscale_at(ctx: PolicyContext, capacity_utilization: float) -> ScalingPolicy:
+    """inferscale as the operator runs it, with this `capacityUtilization` in its spec."""
+    return make_policy(Inferscale.name, replace(ctx, capacity_utilization=capacity_utilization))
+
+
+def cheapest_meeting(trials: Sequence[Trial], target_attainment: float) -> Trial | None:
+    """The trial that meets the target with the fewest GPU-hours; on a tie, the higher value (less headroom
+    held for the same cost). None when no trial meets it: a value that misses is never recommended."""
+    meeting = [t for t in trials if t.meets(target_attainment)]
+    return min(meeting, key=lambda t: (t.scores.gpu_hours, -t.capacity_utilization), default=None)
+
+
+def best_attainment(trials: Sequence[Trial]) -> Trial:
+    """The trial with the highest attainment; on a tie, the cheaper. Raises ValueError on no trials."""
+    scored = [t for t in trials if not math.isnan(t.scores.slo_attainment)]
+    if not scored:
+        raise ValueError("no trial has an attainment: the replay scored no request")
+    return max(scored, key=lambda t: (t.scores.slo_attainment, -t.scores.gpu_hours))

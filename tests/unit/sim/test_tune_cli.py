@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from inferscale.cli import app
+
+
+def invoke(trace: Path, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(app, ["tune", "--trace", str(trace), "--workers", "1", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def tuned(trace: Path, out: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
+    code, stdout, stderr = invoke(trace, "--time-to-ready", "60s", "--rate-scale", "30", "--json", str(out), *args)
+    assert code in (0, 1) and "Traceback" not in stderr, stderr
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return code, stdout, doc
+
+
+def test_the_cheapest_value_that_meets_the_target_is_recommended_with_its_spec(
+    azure_trace: Path, tmp_path: Path
+) -> None:
+    code, stdout, doc = tuned(
+        azure_trace, tmp_path / "t.json", "--capacity-utilization", "1", "--capacity-utilization", "0.5",
+        "--target-attainment", "0.5",
+    )  # fmt: skip
+    assert code == 0
+    trials = {t["capacity_utilization"]: t for t in doc["trials"]}
+    assert list(trials) == [0.5, 1.0]  # in order, whatever order they were given in
+    assert trials[0.5]["gpu_hours"] > 1.3 * trials[1.0]["gpu_hours"]  # the headroom is bought with GPU-hours
+    cheaper = min(trials.values(), key=lambda t: t["gpu_hours"])
+    assert cheaper["meets_target"] and doc["recommended"] == cheaper["capacity_utilization"] == 1.0
+    assert doc["target_attainment"] == 0.5 and doc["oracle"]["gpu_hours"] > 0
+    assert trials[1.0]["oracle_ratio"] == pytest.approx(trials[1.0]["gpu_hours"] / doc["oracle"]["gpu_hours"])
+    assert doc["scenario"]["requests"] == 36000 and doc["scenario"]["capacity_utilization"] is None
+    assert "capacityUtilization 1 is the cheapest value tried" in stdout
+    assert "targets:\n      capacityUtilization: 1\n" in stdout
+
+
+def test_no_recommendation_and_exit_1_when_no_value_meets_the_target(azure_trace: Path, tmp_path: Path) -> None:
+    # no prompt of this trace is prefilled within 1 ms: every request misses whatever the headroom
+    code, stdout, doc = tuned(
+        azure_trace, tmp_path / "t.json", "--capacity-utilization", "0.6", "--capacity-utilization", "0.9",
+        "--slo-ttft", "1ms",
+    )  # fmt: skip
+    assert code == 1
+    assert doc["recommended"] is None and not any(t["meets_target"] for t in doc["trials"])
+    assert "no capacityUtilization tried reaches 99.00%" in stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
+        (["--capacity-utilization", "1.2"], "--capacity-utilization must be a fraction in (0, 1], got 1.2"),
+        (
+            ["--capacity-utilization", "0.7", "--capacity-utilization", "0.7"],
+            "--capacity-utilization 0.7 is given more than once",
+        ),
+        (["--target-attainment", "99"], "--target-attainment must be a fraction in (0, 1], got 99.0"),
+        (["--slo-ttft", "fast"], "--slo-ttft"),
+        (["--model", "gpt-17"], "gpt-17"),
+        (["--workers", "-1"], "--workers must be >= 0"),
+        (["--mode", "fast"], "--mode 'fast' is not known"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message_and_no_traceback(azure_trace: Path, args: list[str], message: str) -> None:
+    code, _, stderr = invoke(azure_trace, *args)
+    assert code == 2
+    assert message in stderr and "Traceback" not in stderr
+
+
+def test_the_results_are_never_written_over_the_trace(azure_trace: Path) -> None:
+    before = azure_trace.read_bytes()
+    code, _, stderr = invoke(azure_trace, "--json", str(azure_trace))
+    assert code == 2 and "is the trace itself" in stderr
+    assert azure_trace.read_bytes() == before
