@@ -178,8 +178,8 @@ class Targets(BaseModel):
         default=0.8,
         description="Share of one replica's request rate at the SLO that the forecast demand may use, in (0, 1]: "
         "the capacity signal asks for demand / (capacity x this). Lower keeps standing headroom for traffic "
-        "that jumps faster than a replica starts; `inferscale simulate --capacity-utilization` measures the "
-        "trade on your own trace.",
+        "that jumps faster than a replica starts; `inferscale tune` finds the cheapest value that meets an "
+        "attainment target on your own trace.",
     )
 
 
