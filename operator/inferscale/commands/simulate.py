@@ -291,7 +291,7 @@ def report(prepared: Prepared | FluidPrepared, results: dict[str, RunResult]) ->
 
 
 def gpu_hours_text(gpu_hours: float) -> str:
-    return f"{gpu_hours:.1f}" if gpu_hours >= 10 else f"{gpu_hours:.3g}"  # a short replay is not 0.0
+    return f"{gpu_hours:.1f}" if gpu_hours >= 10 else f"{gpu_hours:#.3g}"  # a short replay is not 0.0; 3 reads 3.00
 
 
 def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:

@@ -46,6 +46,7 @@ from inferscale.commands.simulate import (
     workers_count,
     write_json,
 )
+from inferscale.perf import PerfError, PrefillStep, advice, prefill_step
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.run import RunResult
@@ -105,7 +106,9 @@ def _table(trials: list[Trial], oracle: RunResult, target: float, chosen: Trial 
     return table
 
 
-def _answer(trials: list[Trial], oracle: RunResult, target: float, chosen: Trial | None) -> str:
+def _answer(
+    prepared: Prepared | FluidPrepared, trials: list[Trial], oracle: RunResult, target: float, chosen: Trial | None
+) -> str:
     goal = f"{100 * target:.2f}%"
     if chosen is not None:
         s, ratio = chosen.scores, _ratio(chosen.scores.gpu_hours, oracle)
@@ -116,16 +119,30 @@ def _answer(trials: list[Trial], oracle: RunResult, target: float, chosen: Trial
             f"  spec:\n    targets:\n      capacityUtilization: {chosen.capacity_utilization:g}"
         )
     best = best_attainment(trials)
-    line = (
+    lines = [
         f"no capacityUtilization tried reaches {goal}; the most is {100 * best.scores.slo_attainment:.2f}% at "
         f"{best.capacity_utilization:g} ({gpu_hours_text(best.scores.gpu_hours)} GPU-h)."
-    )
+    ]
     if best.capacity_utilization == trials[0].capacity_utilization:
-        return f"{line} Attainment still rises at the lowest value tried: try lower ones with --capacity-utilization."
-    return (
-        f"{line} Lower values do not raise it: the misses are not for want of standing headroom but come while "
-        "new replicas start, which a shorter time-to-ready or a schedule floor (spec.warmup.schedules) covers."
-    )
+        lines.append("Attainment still rises at the lowest value tried: try lower ones with --capacity-utilization.")
+    else:
+        lines.append(
+            "Lower values do not raise it: the misses are not for want of standing headroom but come while new "
+            "replicas start, which a shorter time-to-ready or a schedule floor (spec.warmup.schedules) covers."
+        )
+    step = _prefill_step(prepared)
+    if step is not None and step.within_slo is False:
+        # the misses no replica count fixes: say so, or the user lowers the headroom for nothing
+        lines.append(f"The engine's token budget caps it too: {advice(step, prepared.scenario.slo_itl)}.")
+    return "\n".join(lines)
+
+
+def _prefill_step(prepared: Prepared | FluidPrepared) -> PrefillStep | None:
+    ctx, s = prepared.context, prepared.scenario
+    try:
+        return prefill_step(prepared.profile, ctx.mean_input_tokens, ctx.mean_output_tokens, s.slo_ttft, s.slo_itl)
+    except PerfError:
+        return None  # no operating point at these lengths: the replay's own scores already say so
 
 
 def _doc(
@@ -230,7 +247,7 @@ def tune(
     oracle, chosen = results[REFERENCE], cheapest_meeting(trials, target_attainment)
     out = result_console()
     out.print(_table(trials, oracle, target_attainment, chosen))
-    print(_answer(trials, oracle, target_attainment, chosen))
+    print(_answer(prepared, trials, oracle, target_attainment, chosen))
     written = json_out is None or write_json(json_out, _doc(prepared, trials, results, target_attainment, chosen))
     if chosen is None or not written:
         raise typer.Exit(1)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,22 @@ def test_no_recommendation_and_exit_1_when_no_value_meets_the_target(azure_trace
     assert code == 1
     assert doc["recommended"] is None and not any(t["meets_target"] for t in doc["trials"])
     assert "no capacityUtilization tried reaches 99.00%" in stdout
+    assert "token budget" not in stdout  # short prompts: the engine's steps are within the ITL SLO
+
+
+def test_with_no_value_meeting_it_an_engine_step_over_the_itl_slo_is_named_with_the_flags_that_fix_it(
+    tmp_path: Path,
+) -> None:
+    trace = tmp_path / "long.csv"  # 12,000-token prompts, 20-token answers: 8,192-token chunks take ~150 ms
+    rows = [f"2023-11-16 18:{10 + i // 30:02d}:{(2 * i) % 60:09.6f},12000,20\n" for i in range(300)]
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(rows))
+    code, stdout, stderr = invoke(
+        trace, "--capacity-utilization", "0.8", "--slo-ttft", "1ms", "--slo-itl", "50ms", "--time-to-ready", "60s"
+    )
+    assert code == 1, stderr
+    assert "The engine's token budget caps it too" in stdout
+    fix = re.search(r"vLLM --max-num-batched-tokens (\d+) --max-num-seqs (\d+) keeps it within", stdout)
+    assert fix is not None and int(fix[1]) < 8192  # a smaller budget than vLLM's default on an H100
 
 
 @pytest.mark.parametrize(
