@@ -4,8 +4,10 @@ cheapest that meets an SLO-attainment target, with the oracle's GPU-hours for sc
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from functools import partial
-from typing import Annotated, Any
+from statistics import mean
+from typing import Annotated, Any, NamedTuple
 
 import typer
 from rich.table import Table
@@ -23,7 +25,6 @@ from inferscale.commands.replay_options import (
     ModeOpt,
     RateScaleOpt,
     ReleaseOpt,
-    SeedOpt,
     SloItlOpt,
     SloTpotOpt,
     SloTtftOpt,
@@ -51,6 +52,7 @@ from inferscale.scaling.durations import format_duration
 from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, FluidPrepared, Prepared
+from inferscale.sim.scores import Scores
 from inferscale.sim.tune import DEFAULT_CANDIDATES, Trial, best_attainment, cheapest_meeting, inferscale_at
 
 REFERENCE = Oracle.name
@@ -67,61 +69,97 @@ def _candidates(given: list[float] | None) -> list[float]:
     return sorted(values)
 
 
+def _seeds(given: list[int] | None) -> list[int]:
+    seeds = list(given or [0])
+    for seed in seeds:
+        checks.seed(seed)
+    repeated = sorted({v for v in seeds if seeds.count(v) > 1})
+    if repeated:
+        raise checks.InputError(f"--seed {', '.join(map(str, repeated))} is given more than once")
+    return seeds
+
+
 def _label(cu: float) -> str:
     return f"capacityUtilization {cu:g}"
 
 
-def _ratio(gpu_hours: float, oracle: RunResult) -> float | None:
-    return gpu_hours / oracle.scores.gpu_hours if oracle.scores.gpu_hours > 0 else None
+class Reference(NamedTuple):
+    """The oracle over the same seeds: its lowest attainment and mean GPU-hours, as the trials are read."""
+
+    attainment: float
+    gpu_hours: float
+    scale_actions: float
+    ttft_p95_s: float
+    ttft_p99_s: float
+
+    @classmethod
+    def of(cls, runs: list[Scores]) -> Reference:
+        return cls(
+            min(r.slo_attainment for r in runs),
+            mean(r.gpu_hours for r in runs),
+            mean(r.scale_actions for r in runs),
+            max(r.ttft_p95_s for r in runs),
+            max(r.ttft_p99_s for r in runs),
+        )
+
+    def ratio(self, gpu_hours: float) -> float | None:
+        return gpu_hours / self.gpu_hours if self.gpu_hours > 0 else None
 
 
-def _table(trials: list[Trial], oracle: RunResult, target: float, chosen: Trial | None) -> Table:
-    table = Table(title=f"inferscale by capacityUtilization; target: {100 * target:.2f}% SLO attainment")
+def _row(scores: list[Scores] | tuple[Scores, ...]) -> list[str]:
+    """Actions, TTFT P95 and P99 over the seeds: the mean count, the worst percentiles."""
+    return [
+        f"{mean(r.scale_actions for r in scores):g}",
+        format_duration(max(r.ttft_p95_s for r in scores)),
+        format_duration(max(r.ttft_p99_s for r in scores)),
+    ]
+
+
+def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Trial | None) -> Table:
+    seeds = len(oracle)
+    over = f" (lowest of {seeds} seeds; GPU-h and actions their mean)" if seeds > 1 else ""
+    table = Table(title=f"inferscale by capacityUtilization{over}; target: {100 * target:.2f}% SLO attainment")
     for col in ("capacityUtilization", "attainment", "GPU-h", "× oracle", "actions", "TTFT P95", "TTFT P99", "meets"):
         table.add_column(col, justify="right")
+    ref = Reference.of(oracle)
     for t in trials:
-        s, ratio = t.scores, _ratio(t.scores.gpu_hours, oracle)
+        ratio = ref.ratio(t.gpu_hours)
         table.add_row(
             f"{t.capacity_utilization:.2f}" + (" ←" if t is chosen else ""),
-            f"{100 * s.slo_attainment:.2f}%",
-            gpu_hours_text(s.gpu_hours),
+            f"{100 * t.attainment:.2f}%",
+            gpu_hours_text(t.gpu_hours),
             f"{ratio:.2f}" if ratio is not None else "-",
-            str(s.scale_actions),
-            format_duration(s.ttft_p95_s),
-            format_duration(s.ttft_p99_s),
+            *_row(t.runs),
             "yes" if t.meets(target) else "no",
         )
-    o = oracle.scores
     table.add_section()
     table.add_row(
         "oracle (knows the future)",
-        f"{100 * o.slo_attainment:.2f}%",
-        gpu_hours_text(o.gpu_hours),
+        f"{100 * ref.attainment:.2f}%",
+        gpu_hours_text(ref.gpu_hours),
         "1.00",
-        str(o.scale_actions),
-        format_duration(o.ttft_p95_s),
-        format_duration(o.ttft_p99_s),
+        *_row(oracle),
         "",
     )
     return table
 
 
 def _answer(
-    prepared: Prepared | FluidPrepared, trials: list[Trial], oracle: RunResult, target: float, chosen: Trial | None
+    prepared: Prepared | FluidPrepared, trials: list[Trial], oracle: list[Scores], target: float, chosen: Trial | None
 ) -> str:
-    goal = f"{100 * target:.2f}%"
+    goal = f"{100 * target:.2f}%" + (f" on each of the {len(oracle)} seeds" if len(oracle) > 1 else "")
     if chosen is not None:
-        s, ratio = chosen.scores, _ratio(chosen.scores.gpu_hours, oracle)
-        cost = f"{gpu_hours_text(s.gpu_hours)} GPU-h" + (f", {ratio:.2f}× the oracle's" if ratio is not None else "")
+        ratio = Reference.of(oracle).ratio(chosen.gpu_hours)
+        cost = f"{gpu_hours_text(chosen.gpu_hours)} GPU-h" + (f", {ratio:.2f}× the oracle's" if ratio else "")
         return (
             f"capacityUtilization {chosen.capacity_utilization:g} is the cheapest value tried that reaches {goal}: "
-            f"{100 * s.slo_attainment:.2f}% at {cost}.\nIn the InferenceService:\n"
+            f"{100 * chosen.attainment:.2f}% at {cost}.\nIn the InferenceService:\n"
             f"  spec:\n    targets:\n      capacityUtilization: {chosen.capacity_utilization:g}"
         )
     best = best_attainment(trials)
     lines = [
-        f"no capacityUtilization tried reaches {goal}; the most is {100 * best.scores.slo_attainment:.2f}% at "
-        f"{best.capacity_utilization:g} ({gpu_hours_text(best.scores.gpu_hours)} GPU-h)."
+        f"no capacityUtilization tried reaches {goal}; the most is {100 * best.attainment:.2f}% at "
+        f"{best.capacity_utilization:g} ({gpu_hours_text(best.gpu_hours)} GPU-h)."
     ]
     if best.capacity_utilization == trials[0].capacity_utilization:
         lines.append("Attainment still rises at the lowest value tried: try lower ones with --capacity-utilization.")
@@ -147,25 +185,36 @@ def _prefill_step(prepared: Prepared | FluidPrepared) -> PrefillStep | None:
 
 def _doc(
     prepared: Prepared | FluidPrepared,
+    seeds: list[int],
     trials: list[Trial],
-    results: dict[str, RunResult],
+    results: list[dict[str, RunResult]],
     target: float,
     chosen: Trial | None,
 ) -> dict[str, Any]:
-    oracle = results[REFERENCE]
+    scenario = scenario_json(prepared)
+    del scenario["seed"]  # one per replay: "seeds" below
+    oracle = [r[REFERENCE] for r in results]
+    ref = Reference.of([r.scores for r in oracle])
+
+    def per_seed(name: str) -> list[dict[str, Any]]:
+        return [{"seed": seed, **scores_json(r[name])} for seed, r in zip(seeds, results, strict=True)]
+
     return {
-        "scenario": scenario_json(prepared),
+        "scenario": scenario,
+        "seeds": seeds,
         "target_attainment": target,
         "trials": [
             {
                 "capacity_utilization": t.capacity_utilization,
-                **scores_json(results[_label(t.capacity_utilization)]),
-                "oracle_ratio": _ratio(t.scores.gpu_hours, oracle),
+                "slo_attainment": t.attainment,
+                "gpu_hours": t.gpu_hours,
+                "oracle_ratio": ref.ratio(t.gpu_hours),
                 "meets_target": t.meets(target),
+                "per_seed": per_seed(_label(t.capacity_utilization)),
             }
             for t in trials
         ],
-        "oracle": scores_json(oracle),
+        "oracle": {"slo_attainment": ref.attainment, "gpu_hours": ref.gpu_hours, "per_seed": per_seed(REFERENCE)},
         "recommended": None if chosen is None else chosen.capacity_utilization,
     }
 
@@ -197,7 +246,14 @@ def tune(
     scale_down_release: ReleaseOpt = None,
     time_to_ready: TimeToReadyOpt = DEFAULT_TIME_TO_READY,
     interval: IntervalOpt = "10s",
-    seed: SeedOpt = 0,
+    seeds: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--seed",
+            help="Seed for request generation and time-to-ready (repeatable): with several, a value meets the "
+            "target only if it does on every seed.",
+        ),
+    ] = None,
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
     json_out: JsonOpt = None,
@@ -207,7 +263,7 @@ def tune(
     """Replay a trace with inferscale at several capacityUtilization values and recommend the cheapest that
     meets the attainment target. Exits 1 when none does."""
     try:
-        values = _candidates(candidates)
+        values, seed_list = _candidates(candidates), _seeds(seeds)
         checks.fraction("--target-attainment", target_attainment)
         workers_count(workers)
         if json_out is not None:
@@ -227,7 +283,7 @@ def tune(
             slo_itl,
             time_to_ready,
             interval,
-            seed,
+            seed_list[0],
             slo_tpot,
             max_num_seqs,
             max_num_batched_tokens,
@@ -240,14 +296,18 @@ def tune(
         raise typer.Exit(2) from None
 
     note_limits(prepared)
-    policies = {REFERENCE: partial(prepared.policy, REFERENCE)}
-    policies |= {_label(cu): partial(inferscale_at, prepared.context, cu) for cu in values}
-    results = replay(prepared, policies, workers)
-    trials = [Trial(cu, results[_label(cu)].scores) for cu in values]
-    oracle, chosen = results[REFERENCE], cheapest_meeting(trials, target_attainment)
-    out = result_console()
-    out.print(_table(trials, oracle, target_attainment, chosen))
+    results = []
+    for seed in seed_list:
+        # the first replay is loaded already; the others draw their own requests and cold starts
+        seeded = prepared if seed == seed_list[0] else load(replace(scenario, seed=seed), mode)
+        policies = {REFERENCE: partial(seeded.policy, REFERENCE)}
+        policies |= {_label(cu): partial(inferscale_at, seeded.context, cu) for cu in values}
+        results.append(replay(seeded, policies, workers))
+    trials = [Trial(cu, tuple(r[_label(cu)].scores for r in results)) for cu in values]
+    oracle, chosen = [r[REFERENCE].scores for r in results], cheapest_meeting(trials, target_attainment)
+    result_console().print(_table(trials, oracle, target_attainment, chosen))
     print(_answer(prepared, trials, oracle, target_attainment, chosen))
-    written = json_out is None or write_json(json_out, _doc(prepared, trials, results, target_attainment, chosen))
+    doc = _doc(prepared, seed_list, trials, results, target_attainment, chosen)
+    written = json_out is None or write_json(json_out, doc)
     if chosen is None or not written:
         raise typer.Exit(1)

@@ -22,11 +22,23 @@ DEFAULT_CANDIDATES = tuple(round(0.5 + 0.05 * i, 2) for i in range(10))
 
 @dataclass(frozen=True)
 class Trial:
+    """One value replayed once per seed."""
+
     capacity_utilization: float
-    scores: Scores
+    runs: tuple[Scores, ...]
+
+    @property
+    def attainment(self) -> float:
+        """The lowest seed's: a value is only as good as its worst replay. NaN if a replay scored no request."""
+        values = [r.slo_attainment for r in self.runs]
+        return math.nan if not values or any(math.isnan(v) for v in values) else min(values)
+
+    @property
+    def gpu_hours(self) -> float:
+        return sum(r.gpu_hours for r in self.runs) / len(self.runs) if self.runs else math.nan
 
     def meets(self, target_attainment: float) -> bool:
-        return not math.isnan(self.scores.slo_attainment) and self.scores.slo_attainment >= target_attainment
+        return not math.isnan(self.attainment) and self.attainment >= target_attainment
 
 
 def inferscale_at(ctx: PolicyContext, capacity_utilization: float) -> ScalingPolicy:
@@ -35,15 +47,16 @@ def inferscale_at(ctx: PolicyContext, capacity_utilization: float) -> ScalingPol
 
 
 def cheapest_meeting(trials: Sequence[Trial], target_attainment: float) -> Trial | None:
-    """The trial that meets the target with the fewest GPU-hours; on a tie, the higher value (less headroom
-    held for the same cost). None when no trial meets it: a value that misses is never recommended."""
+    """The trial that meets the target on every seed with the fewest GPU-hours (mean over seeds); on a tie,
+    the higher value (less headroom held for the same cost). None when no trial meets it: a value that
+    misses is never recommended."""
     meeting = [t for t in trials if t.meets(target_attainment)]
-    return min(meeting, key=lambda t: (t.scores.gpu_hours, -t.capacity_utilization), default=None)
+    return min(meeting, key=lambda t: (t.gpu_hours, -t.capacity_utilization), default=None)
 
 
 def best_attainment(trials: Sequence[Trial]) -> Trial:
     """The trial with the highest attainment; on a tie, the cheaper. Raises ValueError on no trials."""
-    scored = [t for t in trials if not math.isnan(t.scores.slo_attainment)]
+    scored = [t for t in trials if not math.isnan(t.attainment)]
     if not scored:
         raise ValueError("no trial has an attainment: the replay scored no request")
-    return max(scored, key=lambda t: (t.scores.slo_attainment, -t.scores.gpu_hours))
+    return max(scored, key=lambda t: (t.attainment, -t.gpu_hours))

@@ -9,8 +9,12 @@ from inferscale.sim.scores import Scores
 from inferscale.sim.tune import DEFAULT_CANDIDATES, Trial, best_attainment, cheapest_meeting
 
 
+def scores(attainment: float, gpu_hours: float) -> Scores:
+    return Scores(attainment, gpu_hours, 0.1, 0.2, 0.02, 3, 1000, 0)
+
+
 def trial(cu: float, attainment: float, gpu_hours: float) -> Trial:
-    return Trial(cu, Scores(attainment, gpu_hours, 0.1, 0.2, 0.02, 3, 1000, 0))
+    return Trial(cu, (scores(attainment, gpu_hours),))
 
 
 def test_the_cheapest_trial_that_meets_the_target_is_chosen_over_a_cheaper_one_that_misses() -> None:
@@ -45,3 +49,13 @@ def test_the_best_attainment_breaks_ties_on_cost() -> None:
 def test_the_default_candidates_include_the_specs_default_and_are_fractions() -> None:
     assert Targets().capacity_utilization in DEFAULT_CANDIDATES
     assert all(0 < v <= 1 for v in DEFAULT_CANDIDATES) and list(DEFAULT_CANDIDATES) == sorted(set(DEFAULT_CANDIDATES))
+
+
+def test_a_value_meets_the_target_only_if_it_does_on_every_seed_and_costs_its_mean() -> None:
+    lucky = Trial(0.8, (scores(0.995, 24.0), scores(0.989, 25.0)))  # one seed under 99%
+    steady = Trial(0.75, (scores(0.998, 26.0), scores(0.997, 27.0)))
+    assert lucky.attainment == 0.989 and lucky.gpu_hours == 24.5
+    chosen = cheapest_meeting([steady, lucky], 0.99)
+    assert chosen is steady
+    assert best_attainment([lucky, steady]) is steady
+    assert math.isnan(Trial(0.8, (scores(0.99, 1.0), scores(math.nan, 1.0))).attainment)

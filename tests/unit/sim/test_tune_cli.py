@@ -17,7 +17,8 @@ def invoke(trace: Path, *args: str) -> tuple[int, str, str]:
 
 
 def tuned(trace: Path, out: Path, *args: str) -> tuple[int, str, dict[str, Any]]:
-    code, stdout, stderr = invoke(trace, "--time-to-ready", "60s", "--rate-scale", "30", "--json", str(out), *args)
+    ttr = () if "--time-to-ready" in args else ("--time-to-ready", "60s")
+    code, stdout, stderr = invoke(trace, *ttr, "--rate-scale", "30", "--json", str(out), *args)
     assert code in (0, 1) and "Traceback" not in stderr, stderr
     doc: dict[str, Any] = json.loads(out.read_text())
     return code, stdout, doc
@@ -41,6 +42,33 @@ def test_the_cheapest_value_that_meets_the_target_is_recommended_with_its_spec(
     assert doc["scenario"]["requests"] == 36000 and doc["scenario"]["capacity_utilization"] is None
     assert "capacityUtilization 1 is the cheapest value tried" in stdout
     assert "targets:\n      capacityUtilization: 1\n" in stdout
+
+
+def test_over_several_seeds_a_value_is_scored_by_its_worst_replay_and_its_mean_cost(tmp_path: Path) -> None:
+    trace = tmp_path / "step.csv"  # 1 request/s for 5 minutes, then 10: the fleet grows, each seed's cold starts differ
+    rows, t = [], 0.0
+    while t < 900:
+        rows.append(f"2023-11-16 18:{10 + int(t // 60):02d}:{t % 60:09.6f},{300 + 7 * (len(rows) % 50)},40\n")
+        t += 1.0 if t < 300 else 0.1
+    trace.write_text("TIMESTAMP,ContextTokens,GeneratedTokens\n" + "".join(rows))
+
+    def run(*seeds: str) -> tuple[str, dict[str, Any]]:
+        _, stdout, doc = tuned(
+            trace, tmp_path / "t.json", "--capacity-utilization", "0.9", "--time-to-ready", "20s-200s", *seeds
+        )
+        return stdout, doc
+
+    stdout, doc = run("--seed", "3", "--seed", "1")
+    assert doc["seeds"] == [3, 1] and "seed" not in doc["scenario"]
+    (trial,) = doc["trials"]
+    runs = trial["per_seed"]
+    assert [r["seed"] for r in runs] == [3, 1] and [r["seed"] for r in doc["oracle"]["per_seed"]] == [3, 1]
+    assert trial["slo_attainment"] == min(r["slo_attainment"] for r in runs)
+    assert trial["gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in runs) / 2)
+    assert runs[0]["gpu_hours"] != runs[1]["gpu_hours"]  # each seed draws its own cold starts
+    assert "lowest of 2 seeds" in stdout
+    _, alone = run("--seed", "1")  # the second seed's replay is the one a tune on that seed alone runs
+    assert alone["trials"][0]["per_seed"][0]["gpu_hours"] == runs[1]["gpu_hours"]
 
 
 def test_no_recommendation_and_exit_1_when_no_value_meets_the_target(azure_trace: Path, tmp_path: Path) -> None:
@@ -81,6 +109,8 @@ def test_with_no_value_meeting_it_an_engine_step_over_the_itl_slo_is_named_with_
         ),
         (["--target-attainment", "99"], "--target-attainment must be a fraction in (0, 1], got 99.0"),
         (["--slo-ttft", "fast"], "--slo-ttft"),
+        (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
+        (["--seed", "2", "--seed", "0", "--seed", "2"], "--seed 2 is given more than once"),
         (["--model", "gpt-17"], "gpt-17"),
         (["--workers", "-1"], "--workers must be >= 0"),
         (["--mode", "fast"], "--mode 'fast' is not known"),
