@@ -3,6 +3,7 @@ cheapest that meets an SLO-attainment target, with the oracle's GPU-hours for sc
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import replace
 from functools import partial
@@ -69,6 +70,11 @@ def _candidates(given: list[float] | None) -> list[float]:
     return sorted(values)
 
 
+def percent_text(share: float) -> str:
+    """Rounded down, so that a value under the target never reads as on it (98.996% is 98.99%)."""
+    return "-" if math.isnan(share) else f"{math.floor(share * 10_000 + 1e-9) / 100:.2f}%"
+
+
 def _seeds(given: list[int] | None) -> list[int]:
     seeds = list(given or [0])
     for seed in seeds:
@@ -126,7 +132,7 @@ def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Tri
         ratio = ref.ratio(t.gpu_hours)
         table.add_row(
             f"{t.capacity_utilization:.2f}" + (" ←" if t is chosen else ""),
-            f"{100 * t.attainment:.2f}%",
+            percent_text(t.attainment),
             gpu_hours_text(t.gpu_hours),
             f"{ratio:.2f}" if ratio is not None else "-",
             *_row(t.runs),
@@ -135,7 +141,7 @@ def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Tri
     table.add_section()
     table.add_row(
         "oracle (knows the future)",
-        f"{100 * ref.attainment:.2f}%",
+        percent_text(ref.attainment),
         gpu_hours_text(ref.gpu_hours),
         "1.00",
         *_row(oracle),
@@ -153,12 +159,12 @@ def _answer(
         cost = f"{gpu_hours_text(chosen.gpu_hours)} GPU-h" + (f", {ratio:.2f}× the oracle's" if ratio else "")
         return (
             f"capacityUtilization {chosen.capacity_utilization:g} is the cheapest value tried that reaches {goal}: "
-            f"{100 * chosen.attainment:.2f}% at {cost}.\nIn the InferenceService:\n"
+            f"{percent_text(chosen.attainment)} at {cost}.\nIn the InferenceService:\n"
             f"  spec:\n    targets:\n      capacityUtilization: {chosen.capacity_utilization:g}"
         )
     best = best_attainment(trials)
     lines = [
-        f"no capacityUtilization tried reaches {goal}; the most is {100 * best.attainment:.2f}% at "
+        f"no capacityUtilization tried reaches {goal}; the most is {percent_text(best.attainment)} at "
         f"{best.capacity_utilization:g} ({gpu_hours_text(best.gpu_hours)} GPU-h)."
     ]
     if best.capacity_utilization == trials[0].capacity_utilization:
