@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import sys
@@ -236,6 +237,13 @@ def build_scenario(
     )
 
 
+def scenario_from_flags(flags: Mapping[str, Any]) -> Scenario:
+    """`build_scenario` from a command's parameters, which carry its argument names (the commands share
+    their replay flags, `replay_options`)."""
+    names = inspect.signature(build_scenario).parameters
+    return build_scenario(**{name: flags[name] for name in names if name in flags})
+
+
 def _release(value: str | None) -> str | None:
     """The spec's spelling of --scale-down-release, which takes any case."""
     if value is None:
@@ -450,26 +458,7 @@ def simulate(
                 f"add --policy {EXPLAINED}"
             )
         _check_outputs(trace, json_out, plot, decisions)
-        scenario = build_scenario(
-            trace,
-            fmt,
-            rate_scale,
-            time_scale,
-            duration,
-            model,
-            gpu,
-            tp,
-            slo_ttft,
-            slo_itl,
-            time_to_ready,
-            interval,
-            seed,
-            slo_tpot,
-            max_num_seqs,
-            max_num_batched_tokens,
-            capacity_utilization,
-            scale_down_release,
-        )
+        scenario = scenario_from_flags(locals())
         prepared = load(scenario, mode)
     except LOAD_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)

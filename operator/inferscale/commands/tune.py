@@ -37,12 +37,12 @@ from inferscale.commands.replay_options import (
 )
 from inferscale.commands.simulate import (
     LOAD_ERRORS,
-    build_scenario,
     gpu_hours_text,
     load,
     note_limits,
     replay,
     result_console,
+    scenario_from_flags,
     scenario_json,
     scores_json,
     workers_count,
@@ -276,26 +276,7 @@ def tune(
             if json_out.resolve() == trace.resolve():
                 raise checks.InputError(f"--json {json_out} is the trace itself; write the results to another file")
             checks.output_file("--json", json_out)
-        scenario = build_scenario(
-            trace,
-            fmt,
-            rate_scale,
-            time_scale,
-            duration,
-            model,
-            gpu,
-            tp,
-            slo_ttft,
-            slo_itl,
-            time_to_ready,
-            interval,
-            seed_list[0],
-            slo_tpot,
-            max_num_seqs,
-            max_num_batched_tokens,
-            None,
-            scale_down_release,
-        )
+        scenario = scenario_from_flags(locals() | {"seed": seed_list[0]})
         prepared = load(scenario, mode)
     except LOAD_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
