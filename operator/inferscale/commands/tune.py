@@ -112,10 +112,15 @@ class Reference(NamedTuple):
         return gpu_hours / self.gpu_hours if self.gpu_hours > 0 else None
 
 
+def _count(value: float) -> str:
+    """A mean count over seeds: 3708, 54.7 (not 54.6667)."""
+    return f"{value:.0f}" if value == int(value) else f"{value:.1f}"
+
+
 def _row(scores: list[Scores] | tuple[Scores, ...]) -> list[str]:
     """Actions, TTFT P95 and P99 over the seeds: the mean count, the worst percentiles."""
     return [
-        f"{mean(r.scale_actions for r in scores):g}",
+        _count(mean(r.scale_actions for r in scores)),
         format_duration(max(r.ttft_p95_s for r in scores)),
         format_duration(max(r.ttft_p99_s for r in scores)),
     ]
