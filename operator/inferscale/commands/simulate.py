@@ -51,7 +51,7 @@ from inferscale.sim.plots import plot_formats, plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
 from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.policy import ScalingPolicy
-from inferscale.sim.run import RunConfig, RunResult, parallel, run_policy
+from inferscale.sim.run import RunResult, parallel, run_policy
 from inferscale.sim.scenario import (
     DEFAULT_TIME_TO_READY,
     FluidPrepared,
@@ -161,8 +161,9 @@ def _too_long_notes(prepared: Prepared) -> list[str]:
     return notes
 
 
-def _too_short_warning(span: float, cfg: RunConfig) -> str | None:
+def too_short(prepared: Prepared | FluidPrepared) -> str | None:
     """Why a replay this short cannot tell the policies apart, or None when it can."""
+    span, cfg = _span(prepared), prepared.run_config
     warmup, ttr = format_duration(cfg.warmup), format_duration(cfg.time_to_ready.high)
     ready_by = cfg.warmup + cfg.time_to_ready.high
     if span >= ready_by:
@@ -175,7 +176,7 @@ def _too_short_warning(span: float, cfg: RunConfig) -> str | None:
             "a replica a policy orders may not be Ready before it ends"
         )
     return (
-        f"warning: the replay ({format_duration(span)}) {why}, so the policies' results cannot show a real "
+        f"the replay ({format_duration(span)}) {why}, so the policies' results cannot show a real "
         f"difference; replay at least {format_duration(ready_by)} to compare them"
     )
 
@@ -237,10 +238,13 @@ def build_scenario(
     )
 
 
-def scenario_from_flags(flags: Mapping[str, Any]) -> Scenario:
+def scenario_from_flags(flags: Mapping[str, Any], unset: frozenset[str] = frozenset()) -> Scenario:
     """`build_scenario` from a command's parameters, which carry its argument names (the commands share
-    their replay flags, `replay_options`)."""
+    their replay flags, `replay_options`); `unset`: the arguments the command leaves at their default."""
     names = inspect.signature(build_scenario).parameters
+    missing = {name for name in names if name not in flags} - unset
+    if missing:  # a flag renamed in one command would otherwise fall back to its default unseen
+        raise TypeError(f"build_scenario arguments missing from the command: {', '.join(sorted(missing))}")
     return build_scenario(**{name: flags[name] for name in names if name in flags})
 
 
@@ -344,9 +348,9 @@ def note_limits(prepared: Prepared | FluidPrepared) -> None:
         )
     for note in _too_long_notes(prepared) if isinstance(prepared, Prepared) else []:
         print(note, file=sys.stderr)
-    warning = _too_short_warning(span, prepared.run_config)
+    warning = too_short(prepared)
     if warning is not None:
-        print(warning, file=sys.stderr)
+        print(f"warning: {warning}", file=sys.stderr)
 
 
 def replay(

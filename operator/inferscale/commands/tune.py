@@ -45,16 +45,26 @@ from inferscale.commands.simulate import (
     scenario_from_flags,
     scenario_json,
     scores_json,
+    too_short,
     workers_count,
     write_json,
 )
 from inferscale.perf import PerfError, PrefillStep, advice, prefill_step
+from inferscale.perf.capacity import slo_floor
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, FluidPrepared, Prepared
 from inferscale.sim.scores import Scores
-from inferscale.sim.tune import DEFAULT_CANDIDATES, Trial, best_attainment, cheapest_meeting, inferscale_at
+from inferscale.sim.tune import (
+    DEFAULT_CANDIDATES,
+    Trial,
+    best_attainment,
+    cheapest_meeting,
+    inferscale_at,
+    lowest_attainment,
+    still_rising,
+)
 
 REFERENCE = Oracle.name
 
@@ -86,7 +96,15 @@ def _seeds(given: list[int] | None) -> list[int]:
 
 
 def _label(cu: float) -> str:
-    return f"capacityUtilization {cu:g}"
+    return f"capacityUtilization {cu!r}"  # exact: 0.7 and 0.7000001 are two replays
+
+
+def _value_text(cu: float) -> str:
+    return f"{cu:.2f}" if round(cu, 2) == cu else repr(cu)
+
+
+def _goal_text(target: float) -> str:
+    return f"{100 * target:.6g}%"  # as given: 99.9999% is not 100.00%
 
 
 class Reference(NamedTuple):
@@ -101,7 +119,7 @@ class Reference(NamedTuple):
     @classmethod
     def of(cls, runs: list[Scores]) -> Reference:
         return cls(
-            min(r.slo_attainment for r in runs),
+            lowest_attainment(runs),
             mean(r.gpu_hours for r in runs),
             mean(r.scale_actions for r in runs),
             max(r.ttft_p95_s for r in runs),
@@ -128,15 +146,15 @@ def _row(scores: list[Scores] | tuple[Scores, ...]) -> list[str]:
 
 def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Trial | None) -> Table:
     seeds = len(oracle)
-    over = f" (lowest of {seeds} seeds; GPU-h and actions their mean)" if seeds > 1 else ""
-    table = Table(title=f"inferscale by capacityUtilization{over}; target: {100 * target:.2f}% SLO attainment")
+    over = f" (over {seeds} seeds: the lowest attainment, highest TTFT, mean GPU-h and actions)" if seeds > 1 else ""
+    table = Table(title=f"inferscale by capacityUtilization{over}; target: {_goal_text(target)} SLO attainment")
     for col in ("capacityUtilization", "attainment", "GPU-h", "× oracle", "actions", "TTFT P95", "TTFT P99", "meets"):
         table.add_column(col, justify="right")
     ref = Reference.of(oracle)
     for t in trials:
         ratio = ref.ratio(t.gpu_hours)
         table.add_row(
-            f"{t.capacity_utilization:.2f}" + (" ←" if t is chosen else ""),
+            _value_text(t.capacity_utilization) + (" ←" if t is chosen else ""),
             percent_text(t.attainment),
             gpu_hours_text(t.gpu_hours),
             f"{ratio:.2f}" if ratio is not None else "-",
@@ -158,7 +176,7 @@ def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Tri
 def _answer(
     prepared: Prepared | FluidPrepared, trials: list[Trial], oracle: list[Scores], target: float, chosen: Trial | None
 ) -> str:
-    goal = f"{100 * target:.2f}%" + (f" on each of the {len(oracle)} seeds" if len(oracle) > 1 else "")
+    goal = _goal_text(target) + (f" on each of the {len(oracle)} seeds" if len(oracle) > 1 else "")
     if chosen is not None:
         ratio = Reference.of(oracle).ratio(chosen.gpu_hours)
         cost = f"{gpu_hours_text(chosen.gpu_hours)} GPU-h" + (f", {ratio:.2f}× the oracle's" if ratio else "")
@@ -168,22 +186,45 @@ def _answer(
             f"  spec:\n    targets:\n      capacityUtilization: {chosen.capacity_utilization:g}"
         )
     best = best_attainment(trials)
+    if best is None:
+        return f"no capacityUtilization tried reaches {goal}: no replay scored a request."
     lines = [
         f"no capacityUtilization tried reaches {goal}; the most is {percent_text(best.attainment)} at "
         f"{best.capacity_utilization:g} ({gpu_hours_text(best.gpu_hours)} GPU-h)."
     ]
-    if best.capacity_utilization == trials[0].capacity_utilization:
+    floor = _idle_floor(prepared)
+    if floor is not None:
+        lines.append(floor)
+    elif still_rising(trials):
         lines.append("Attainment still rises at the lowest value tried: try lower ones with --capacity-utilization.")
-    else:
+    elif len(trials) > 1:
         lines.append(
-            "Lower values do not raise it: the misses are not for want of standing headroom but come while new "
-            "replicas start, which a shorter time-to-ready or a schedule floor (spec.warmup.schedules) covers."
+            "Lower values do not raise it: more standing headroom does not help. If the misses come while new "
+            "replicas start (`inferscale simulate --plot` shows when they fall), a shorter time-to-ready or a "
+            "schedule floor (spec.warmup.schedules) covers them."
         )
     step = _prefill_step(prepared)
     if step is not None and step.within_slo is False:
         # the misses no replica count fixes: say so, or the user lowers the headroom for nothing
         lines.append(f"The engine's token budget caps it too: {advice(step, prepared.scenario.slo_itl)}.")
     return "\n".join(lines)
+
+
+def _idle_floor(prepared: Prepared | FluidPrepared) -> str | None:
+    """The SLO's miss no replica count fixes: an idle replica already over it at the trace's mean lengths."""
+    ctx, s = prepared.context, prepared.scenario
+    try:
+        floor = slo_floor(prepared.profile, ctx.mean_input_tokens, ctx.mean_output_tokens)
+    except PerfError:
+        return None
+    if floor is None or (floor[0] <= s.slo_ttft and floor[1] <= s.slo_itl):
+        return None
+    ttft, itl = floor
+    return (
+        f"An idle replica's TTFT P95 ({format_duration(ttft)}) and mean ITL ({format_duration(itl)}) at the trace's "
+        f"mean lengths are already over the SLO ({format_duration(s.slo_ttft)}, {format_duration(s.slo_itl)}): "
+        "no replica count meets it; `inferscale plan` gives the floor for other lengths."
+    )
 
 
 def _prefill_step(prepared: Prepared | FluidPrepared) -> PrefillStep | None:
@@ -204,6 +245,7 @@ def _doc(
 ) -> dict[str, Any]:
     scenario = scenario_json(prepared)
     del scenario["seed"]  # one per replay: "seeds" below
+    del scenario["capacity_utilization"]  # one per trial: "trials" below
     oracle = [r[REFERENCE] for r in results]
     ref = Reference.of([r.scores for r in oracle])
 
@@ -272,7 +314,7 @@ def tune(
     mode: ModeOpt = "auto",
 ) -> None:
     """Replay a trace with inferscale at several capacityUtilization values and recommend the cheapest that
-    meets the attainment target. Exits 1 when none does."""
+    meets the attainment target. Exits 1 when none does (or the JSON cannot be written), 2 on bad input."""
     try:
         values, seed_list = _candidates(candidates), _seeds(seeds)
         checks.fraction("--target-attainment", target_attainment)
@@ -281,8 +323,12 @@ def tune(
             if json_out.resolve() == trace.resolve():
                 raise checks.InputError(f"--json {json_out} is the trace itself; write the results to another file")
             checks.output_file("--json", json_out)
-        scenario = scenario_from_flags(locals() | {"seed": seed_list[0]})
+        flags = locals() | {"seed": seed_list[0]}
+        scenario = scenario_from_flags(flags, unset=frozenset({"capacity_utilization"}))
         prepared = load(scenario, mode)
+        short = too_short(prepared)
+        if short is not None:  # every value would tie: a recommendation would be noise
+            raise checks.InputError(short)
     except LOAD_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None
@@ -290,8 +336,13 @@ def tune(
     note_limits(prepared)
     results = []
     for seed in seed_list:
-        # the first replay is loaded already; the others draw their own requests and cold starts
-        seeded = prepared if seed == seed_list[0] else load(replace(scenario, seed=seed), mode)
+        # the first replay is loaded already; the others draw their own requests and cold starts, one at a
+        # time (a replay of millions of requests holds them in memory)
+        try:
+            seeded = prepared if seed == seed_list[0] else load(replace(scenario, seed=seed), mode)
+        except LOAD_ERRORS as e:
+            print(f"error: --seed {seed}: {e}", file=sys.stderr)
+            raise typer.Exit(2) from None
         policies = {REFERENCE: partial(seeded.policy, REFERENCE)}
         policies |= {_label(cu): partial(inferscale_at, seeded.context, cu) for cu in values}
         results.append(replay(seeded, policies, workers))

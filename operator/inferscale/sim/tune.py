@@ -29,9 +29,8 @@ class Trial:
 
     @property
     def attainment(self) -> float:
-        """The lowest seed's: a value is only as good as its worst replay. NaN if a replay scored no request."""
-        values = [r.slo_attainment for r in self.runs]
-        return math.nan if not values or any(math.isnan(v) for v in values) else min(values)
+        """The lowest seed's: a value is only as good as its worst replay."""
+        return lowest_attainment(self.runs)
 
     @property
     def gpu_hours(self) -> float:
@@ -39,6 +38,12 @@ class Trial:
 
     def meets(self, target_attainment: float) -> bool:
         return not math.isnan(self.attainment) and self.attainment >= target_attainment
+
+
+def lowest_attainment(runs: Sequence[Scores]) -> float:
+    """The worst replay's attainment; NaN if any replay scored no request (unknown is not a score)."""
+    values = [r.slo_attainment for r in runs]
+    return math.nan if not values or any(math.isnan(v) for v in values) else min(values)
 
 
 def inferscale_at(ctx: PolicyContext, capacity_utilization: float) -> ScalingPolicy:
@@ -54,9 +59,13 @@ def cheapest_meeting(trials: Sequence[Trial], target_attainment: float) -> Trial
     return min(meeting, key=lambda t: (t.gpu_hours, -t.capacity_utilization), default=None)
 
 
-def best_attainment(trials: Sequence[Trial]) -> Trial:
-    """The trial with the highest attainment; on a tie, the cheaper. Raises ValueError on no trials."""
+def best_attainment(trials: Sequence[Trial]) -> Trial | None:
+    """The trial with the highest attainment; on a tie, the cheaper. None when no trial has one."""
     scored = [t for t in trials if not math.isnan(t.attainment)]
-    if not scored:
-        raise ValueError("no trial has an attainment: the replay scored no request")
-    return max(scored, key=lambda t: (t.attainment, -t.gpu_hours))
+    return max(scored, key=lambda t: (t.attainment, -t.gpu_hours), default=None)
+
+
+def still_rising(trials: Sequence[Trial]) -> bool:
+    """Whether the lowest value tried (trials in increasing order) scores strictly above the next: lower
+    values, more headroom, may then reach what these did not."""
+    return len(trials) >= 2 and trials[0].attainment > trials[1].attainment

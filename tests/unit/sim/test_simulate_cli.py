@@ -418,3 +418,9 @@ def test_a_trace_within_the_limits_has_no_note_and_zero_counts(azure_trace: Path
     invoke("--trace", str(azure_trace), "--policy", "static-peak", "--mode", "fluid", "--json", str(fluid))
     scenario = json.loads(fluid.read_text())["scenario"]  # mean lengths: no request to count
     assert (scenario["requests_over_context_window"], scenario["requests_refused_too_long"]) == (None, None)
+
+
+def test_a_build_scenario_argument_a_command_lacks_is_an_error_not_a_silent_default() -> None:
+    flags = {"trace": Path("t.csv"), "rate_scale": 2.0}
+    with pytest.raises(TypeError, match=r"missing from the command: .*model"):
+        simulate_cmd.scenario_from_flags(flags)

@@ -2,11 +2,9 @@ from __future__ import annotations
 
 import math
 
-import pytest
-
 from inferscale.api.spec import Targets
 from inferscale.sim.scores import Scores
-from inferscale.sim.tune import DEFAULT_CANDIDATES, Trial, best_attainment, cheapest_meeting
+from inferscale.sim.tune import DEFAULT_CANDIDATES, Trial, best_attainment, cheapest_meeting, still_rising
 
 
 def scores(attainment: float, gpu_hours: float) -> Scores:
@@ -36,14 +34,14 @@ def test_a_replay_that_scored_no_request_neither_meets_nor_is_the_best() -> None
     empty = trial(0.8, math.nan, 1.0)
     assert not empty.meets(0.0)
     assert cheapest_meeting([empty], 0.0) is None
-    assert best_attainment([empty, trial(0.5, 0.4, 2.0)]).capacity_utilization == 0.5
-    with pytest.raises(ValueError, match="no trial has an attainment"):
-        best_attainment([empty])
+    best = best_attainment([empty, trial(0.5, 0.4, 2.0)])
+    assert best is not None and best.capacity_utilization == 0.5
+    assert best_attainment([empty]) is None
 
 
 def test_the_best_attainment_breaks_ties_on_cost() -> None:
     best = best_attainment([trial(0.5, 0.97, 40.0), trial(0.6, 0.97, 35.0), trial(0.9, 0.9, 20.0)])
-    assert best.capacity_utilization == 0.6
+    assert best is not None and best.capacity_utilization == 0.6
 
 
 def test_the_default_candidates_include_the_specs_default_and_are_fractions() -> None:
@@ -59,3 +57,10 @@ def test_a_value_meets_the_target_only_if_it_does_on_every_seed_and_costs_its_me
     assert chosen is steady
     assert best_attainment([lucky, steady]) is steady
     assert math.isnan(Trial(0.8, (scores(0.99, 1.0), scores(math.nan, 1.0))).attainment)
+
+
+def test_attainment_still_rises_only_when_the_lowest_value_scores_strictly_above_the_next() -> None:
+    assert still_rising([trial(0.5, 0.97, 40.0), trial(0.55, 0.96, 35.0)])
+    assert not still_rising([trial(0.5, 0.0, 40.0), trial(0.55, 0.0, 35.0)])  # all miss alike: no trend
+    assert not still_rising([trial(0.5, 0.97, 40.0)])  # one value shows no trend
+    assert not still_rising([trial(0.5, 0.95, 40.0), trial(0.55, 0.96, 35.0)])

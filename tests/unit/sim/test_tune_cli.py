@@ -41,7 +41,7 @@ def test_the_cheapest_value_that_meets_the_target_is_recommended_with_its_spec(
     assert cheaper["meets_target"] and doc["recommended"] == cheaper["capacity_utilization"] == 1.0
     assert doc["target_attainment"] == 0.5 and doc["oracle"]["gpu_hours"] > 0
     assert trials[1.0]["oracle_ratio"] == pytest.approx(trials[1.0]["gpu_hours"] / doc["oracle"]["gpu_hours"])
-    assert doc["scenario"]["requests"] == 36000 and doc["scenario"]["capacity_utilization"] is None
+    assert doc["scenario"]["requests"] == 36000 and "capacity_utilization" not in doc["scenario"]
     assert "capacityUtilization 1 is the cheapest value tried" in stdout
     assert "targets:\n      capacityUtilization: 1\n" in stdout
 
@@ -68,7 +68,7 @@ def test_over_several_seeds_a_value_is_scored_by_its_worst_replay_and_its_mean_c
     assert trial["slo_attainment"] == min(r["slo_attainment"] for r in runs)
     assert trial["gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in runs) / 2)
     assert runs[0]["gpu_hours"] != runs[1]["gpu_hours"]  # each seed draws its own cold starts
-    assert "lowest of 2 seeds" in stdout
+    assert "over 2 seeds: the lowest attainment" in stdout
     _, alone = run("--seed", "1")  # the second seed's replay is the one a tune on that seed alone runs
     assert alone["trials"][0]["per_seed"][0]["gpu_hours"] == runs[1]["gpu_hours"]
 
@@ -81,8 +81,24 @@ def test_no_recommendation_and_exit_1_when_no_value_meets_the_target(azure_trace
     )  # fmt: skip
     assert code == 1
     assert doc["recommended"] is None and not any(t["meets_target"] for t in doc["trials"])
-    assert "no capacityUtilization tried reaches 99.00%" in stdout
+    assert "no capacityUtilization tried reaches 99%" in stdout
     assert "token budget" not in stdout  # short prompts: the engine's steps are within the ITL SLO
+    assert "An idle replica's TTFT P95" in stdout and "over the SLO (1ms, 50ms): no replica count meets it" in stdout
+    assert "still rises" not in stdout and "Lower values do not raise it" not in stdout
+
+
+def test_a_replay_too_short_for_a_value_to_matter_is_refused_rather_than_answered(azure_trace: Path) -> None:
+    code, stdout, stderr = invoke(azure_trace, "--duration", "90s", "--capacity-utilization", "0.8")
+    assert code == 2 and "no policy can act" in stderr and "Traceback" not in stderr
+    assert "capacityUtilization:" not in stdout
+
+
+def test_values_that_differ_only_past_the_second_decimal_are_two_replays(azure_trace: Path, tmp_path: Path) -> None:
+    _, stdout, doc = tuned(
+        azure_trace, tmp_path / "t.json", "--capacity-utilization", "0.7000001", "--capacity-utilization", "0.7"
+    )
+    assert [t["capacity_utilization"] for t in doc["trials"]] == [0.7, 0.7000001]
+    assert "0.7000001" in stdout and "0.70" in stdout
 
 
 def test_with_no_value_meeting_it_an_engine_step_over_the_itl_slo_is_named_with_the_flags_that_fix_it(
