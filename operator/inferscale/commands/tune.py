@@ -304,7 +304,7 @@ def tune(
         typer.Option(
             "--seed",
             help="Seed for request generation and time-to-ready (repeatable): with several, a value meets the "
-            "target only if it does on every seed.",
+            "target only if it does on every seed; 0 when omitted.",
         ),
     ] = None,
     max_num_seqs: MaxNumSeqsOpt = None,
