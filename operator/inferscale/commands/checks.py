@@ -9,6 +9,7 @@ import re
 import socket
 import stat
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
@@ -114,6 +115,13 @@ def positive_number(flag: str, value: float) -> None:
 def fraction(flag: str, value: float) -> None:
     if not (math.isfinite(value) and 0 < value <= 1):
         raise InputError(f"{flag} must be a fraction in (0, 1], got {value}")
+
+
+def given_once(flag: str, values: Sequence[object]) -> None:
+    """A repeatable flag's values, each at most once: a repeat is a slip, not a request to run it twice."""
+    repeated = [v for v in dict.fromkeys(values) if values.count(v) > 1]
+    if repeated:
+        raise InputError(f"{flag} {', '.join(map(str, repeated))} is given more than once")
 
 
 def seed(value: int) -> None:

@@ -71,7 +71,7 @@ class SimulateInputError(checks.InputError):
     pass
 
 
-LOAD_ERRORS = (SimulateInputError, checks.InputError, TraceError, PerfError, ValueError, OSError)
+LOAD_ERRORS = (TraceError, PerfError, ValueError, OSError)  # the input errors: checks.InputError is a ValueError
 
 
 def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
@@ -91,13 +91,11 @@ def _policies(given: list[str] | None) -> list[str]:
     if unknown:
         label = "policy" if len(unknown) == 1 else "policies"
         raise SimulateInputError(f"unknown {label} {', '.join(unknown)}; known: {', '.join(POLICY_NAMES)}")
-    repeated = [n for n in dict.fromkeys(names) if names.count(n) > 1]
-    if repeated:
-        raise SimulateInputError(f"--policy {', '.join(repeated)} is given more than once")
+    checks.given_once("--policy", names)
     return names
 
 
-def _check_outputs(trace: Path, json_out: Path | None, plot: Path | None, decisions: Path | None) -> None:
+def check_outputs(trace: Path, json_out: Path | None, plot: Path | None, decisions: Path | None) -> None:
     taken = {trace.resolve(): "--trace"}
     for flag, path in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)):
         if path is None:
@@ -461,7 +459,7 @@ def simulate(
                 f"--decisions: only {EXPLAINED} explains its decisions, and it is not among the policies; "
                 f"add --policy {EXPLAINED}"
             )
-        _check_outputs(trace, json_out, plot, decisions)
+        check_outputs(trace, json_out, plot, decisions)
         scenario = scenario_from_flags(locals())
         prepared = load(scenario, mode)
     except LOAD_ERRORS as e:

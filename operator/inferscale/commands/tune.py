@@ -3,7 +3,6 @@ cheapest that meets an SLO-attainment target, with the oracle's GPU-hours for sc
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import replace
 from functools import partial
@@ -37,6 +36,7 @@ from inferscale.commands.replay_options import (
 )
 from inferscale.commands.simulate import (
     LOAD_ERRORS,
+    check_outputs,
     gpu_hours_text,
     load,
     note_limits,
@@ -55,7 +55,7 @@ from inferscale.scaling.durations import format_duration
 from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, FluidPrepared, Prepared
-from inferscale.sim.scores import Scores
+from inferscale.sim.scores import Scores, share_text
 from inferscale.sim.tune import (
     DEFAULT_CANDIDATES,
     Trial,
@@ -73,25 +73,15 @@ def _candidates(given: list[float] | None) -> list[float]:
     values = list(given or DEFAULT_CANDIDATES)
     for v in values:
         checks.fraction("--capacity-utilization", v)
-    repeated = sorted({v for v in values if values.count(v) > 1})
-    if repeated:
-        twice = ", ".join(f"{v:g}" for v in repeated)
-        raise checks.InputError(f"--capacity-utilization {twice} is given more than once")
+    checks.given_once("--capacity-utilization", values)
     return sorted(values)
-
-
-def percent_text(share: float) -> str:
-    """Rounded down, so that a value under the target never reads as on it (98.996% is 98.99%)."""
-    return "-" if math.isnan(share) else f"{math.floor(share * 10_000 + 1e-9) / 100:.2f}%"
 
 
 def _seeds(given: list[int] | None) -> list[int]:
     seeds = list(given or [0])
     for seed in seeds:
         checks.seed(seed)
-    repeated = sorted({v for v in seeds if seeds.count(v) > 1})
-    if repeated:
-        raise checks.InputError(f"--seed {', '.join(map(str, repeated))} is given more than once")
+    checks.given_once("--seed", seeds)
     return seeds
 
 
@@ -112,19 +102,10 @@ class Reference(NamedTuple):
 
     attainment: float
     gpu_hours: float
-    scale_actions: float
-    ttft_p95_s: float
-    ttft_p99_s: float
 
     @classmethod
     def of(cls, runs: list[Scores]) -> Reference:
-        return cls(
-            lowest_attainment(runs),
-            mean(r.gpu_hours for r in runs),
-            mean(r.scale_actions for r in runs),
-            max(r.ttft_p95_s for r in runs),
-            max(r.ttft_p99_s for r in runs),
-        )
+        return cls(lowest_attainment(runs), mean(r.gpu_hours for r in runs))
 
     def ratio(self, gpu_hours: float) -> float | None:
         return gpu_hours / self.gpu_hours if self.gpu_hours > 0 else None
@@ -155,7 +136,7 @@ def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Tri
         ratio = ref.ratio(t.gpu_hours)
         table.add_row(
             _value_text(t.capacity_utilization) + (" ←" if t is chosen else ""),
-            percent_text(t.attainment),
+            share_text(t.attainment),
             gpu_hours_text(t.gpu_hours),
             f"{ratio:.2f}" if ratio is not None else "-",
             *_row(t.runs),
@@ -164,7 +145,7 @@ def _table(trials: list[Trial], oracle: list[Scores], target: float, chosen: Tri
     table.add_section()
     table.add_row(
         "oracle (knows the future)",
-        percent_text(ref.attainment),
+        share_text(ref.attainment),
         gpu_hours_text(ref.gpu_hours),
         "1.00",
         *_row(oracle),
@@ -182,14 +163,14 @@ def _answer(
         cost = f"{gpu_hours_text(chosen.gpu_hours)} GPU-h" + (f", {ratio:.2f}× the oracle's" if ratio else "")
         return (
             f"capacityUtilization {chosen.capacity_utilization:g} is the cheapest value tried that reaches {goal}: "
-            f"{percent_text(chosen.attainment)} at {cost}.\nIn the InferenceService:\n"
+            f"{share_text(chosen.attainment)} at {cost}.\nIn the InferenceService:\n"
             f"  spec:\n    targets:\n      capacityUtilization: {chosen.capacity_utilization:g}"
         )
     best = best_attainment(trials)
     if best is None:
         return f"no capacityUtilization tried reaches {goal}: no replay scored a request."
     lines = [
-        f"no capacityUtilization tried reaches {goal}; the most is {percent_text(best.attainment)} at "
+        f"no capacityUtilization tried reaches {goal}; the most is {share_text(best.attainment)} at "
         f"{best.capacity_utilization:g} ({gpu_hours_text(best.gpu_hours)} GPU-h)."
     ]
     floor = _idle_floor(prepared)
@@ -319,10 +300,7 @@ def tune(
         values, seed_list = _candidates(candidates), _seeds(seeds)
         checks.fraction("--target-attainment", target_attainment)
         workers_count(workers)
-        if json_out is not None:
-            if json_out.resolve() == trace.resolve():
-                raise checks.InputError(f"--json {json_out} is the trace itself; write the results to another file")
-            checks.output_file("--json", json_out)
+        check_outputs(trace, json_out, None, None)
         flags = locals() | {"seed": seed_list[0]}
         scenario = scenario_from_flags(flags, unset=frozenset({"capacity_utilization"}))
         prepared = load(scenario, mode)

@@ -31,11 +31,7 @@ from inferscale.sim.policies import POLICY_NAMES
 from inferscale.sim.reactive_reference import AtBudget
 from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import DEFAULT_TIME_TO_READY, MAX_OVER_PEAK
-
-
-def _pct(x: float) -> str:
-    """A share, rounded down to hundredths of a percent: an attainment below the goal never prints as it."""
-    return "–" if math.isnan(x) else f"{math.floor(10_000 * x + 1e-9) / 100:.2f}%"
+from inferscale.sim.scores import share_text as _pct
 
 
 def _times(x: float) -> str:

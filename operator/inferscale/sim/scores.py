@@ -25,6 +25,11 @@ class Scores:
         return asdict(self)
 
 
+def share_text(x: float) -> str:
+    """A share, rounded down to hundredths of a percent: an attainment below a goal never prints as it."""
+    return "–" if math.isnan(x) else f"{math.floor(10_000 * x + 1e-9) / 100:.2f}%"
+
+
 def score(
     outcomes: Outcomes,
     arrivals: np.ndarray,

@@ -14,7 +14,6 @@ from inferscale.sim.bench import closed_loop, scale_for, slo_ttft_for, suggested
 from inferscale.sim.bench_report import (
     _cold_start_goals,
     _cold_start_section,
-    _pct,
     _policy_table,
     _reactive_goals,
     _reactive_section,
@@ -32,7 +31,7 @@ from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.reactive_reference import AtBudget
 from inferscale.sim.run import RunResult, Timeline
 from inferscale.sim.scenario import Scenario, prepare
-from inferscale.sim.scores import Scores
+from inferscale.sim.scores import Scores, share_text
 from inferscale.sim.traces import load_rate_curve
 
 
@@ -185,7 +184,7 @@ def test_the_setup_prints_each_baselines_target_per_replay() -> None:
 
 
 def test_a_missed_goal_never_prints_as_met() -> None:
-    assert _pct(0.98996) == "98.99%" and _pct(0.99) == "99.00%" and _pct(1.0) == "100.00%"
+    assert share_text(0.98996) == "98.99%" and share_text(0.99) == "99.00%" and share_text(1.0) == "100.00%"
     assert _times(1.15005) == "1.151" and _times(1.15) == "1.150" and _times(0.8531) == "0.854"
 
 

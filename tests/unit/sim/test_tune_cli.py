@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,6 @@ import pytest
 from typer.testing import CliRunner
 
 from inferscale.cli import app
-from inferscale.commands.tune import percent_text
 
 
 def invoke(trace: Path, *args: str) -> tuple[int, str, str]:
@@ -145,10 +143,3 @@ def test_the_results_are_never_written_over_the_trace(azure_trace: Path) -> None
     code, _, stderr = invoke(azure_trace, "--json", str(azure_trace))
     assert code == 2 and "is the trace itself" in stderr
     assert azure_trace.read_bytes() == before
-
-
-@pytest.mark.parametrize(
-    ("share", "text"), [(0.98996, "98.99%"), (0.99, "99.00%"), (0.123456, "12.34%"), (1.0, "100.00%"), (math.nan, "-")]
-)
-def test_attainment_is_rounded_down_so_a_miss_never_reads_as_the_target(share: float, text: str) -> None:
-    assert percent_text(share) == text
