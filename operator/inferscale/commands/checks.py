@@ -28,11 +28,16 @@ class InputError(ValueError):
     """A command-line value is unusable; the message names its flag."""
 
 
-def positive_duration(flag: str, text: str) -> float:
+def duration(flag: str, text: str) -> float:
+    """Seconds, zero included (a duration never parses as negative)."""
     try:
-        seconds = parse_duration(text)
+        return parse_duration(text)
     except ValueError as e:
         raise InputError(f"{flag}: {e}") from None
+
+
+def positive_duration(flag: str, text: str) -> float:
+    seconds = duration(flag, text)
     if seconds <= 0:
         raise InputError(f"{flag} must be positive, got {text!r}")
     return seconds

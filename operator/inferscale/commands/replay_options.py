@@ -19,6 +19,14 @@ FormatOpt = Annotated[
 RateScaleOpt = Annotated[float, typer.Option("--rate-scale", help="Multiply the request rate.")]
 TimeScaleOpt = Annotated[float, typer.Option("--time-scale", help="Compress time (divide timestamps).")]
 DurationOpt = Annotated[str | None, typer.Option("--duration", help="Replay only this long, e.g. 30m.")]
+StartOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--start",
+        help="Skip the trace before this point (after --time-scale), e.g. 168h to replay from its second week; "
+        "a ServeGen start falls on a window boundary.",
+    ),
+]
 ModelOpt = Annotated[str, typer.Option("--model", help="Catalog model name.")]
 GpuOpt = Annotated[str, typer.Option("--gpu", help="Catalog GPU name.")]
 TpOpt = Annotated[int, typer.Option("--tp", help="Tensor parallelism (GPUs per replica).")]

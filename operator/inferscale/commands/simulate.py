@@ -35,6 +35,7 @@ from inferscale.commands.replay_options import (
     SloItlOpt,
     SloTpotOpt,
     SloTtftOpt,
+    StartOpt,
     TimeScaleOpt,
     TimeToReadyOpt,
     TpOpt,
@@ -198,6 +199,7 @@ def build_scenario(
     max_num_batched_tokens: int | None = None,
     capacity_utilization: float | None = None,
     scale_down_release: str | None = None,
+    start: str | None = None,
 ) -> Scenario:
     checks.trace_file(trace)
     checks.trace_format(fmt, TRACE_FORMATS)
@@ -220,6 +222,7 @@ def build_scenario(
         rate_scale=rate_scale,
         time_scale=time_scale,
         duration=checks.positive_duration("--duration", duration) if duration is not None else None,
+        start=checks.duration("--start", start) if start is not None else 0.0,
         model=model,
         gpu=gpu,
         tp=tp,
@@ -339,8 +342,9 @@ def note_limits(prepared: Prepared | FluidPrepared) -> None:
     if scenario.duration is not None and format_duration(span) != format_duration(scenario.duration):
         # only a difference the user can see: a request trace ends at its last arrival, not on a round figure
         scaled = f" at --time-scale {scenario.time_scale:g}" if scenario.time_scale != 1 else ""
+        after = f" after --start {format_duration(scenario.start)}" if scenario.start > 0 else ""
         print(
-            f"note: the trace covers only {format_duration(span)}{scaled}; the replay stops there, not at the "
+            f"note: the trace covers only {format_duration(span)}{after}{scaled}; the replay stops there, not at the "
             f"{format_duration(scenario.duration)} of --duration",
             file=sys.stderr,
         )
@@ -413,6 +417,7 @@ def simulate(
     fmt: FormatOpt = None,
     rate_scale: RateScaleOpt = 1.0,
     time_scale: TimeScaleOpt = 1.0,
+    start: StartOpt = None,
     duration: DurationOpt = None,
     model: ModelOpt = "llama-3.1-8b",
     gpu: GpuOpt = "h100-80gb",

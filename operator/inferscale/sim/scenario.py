@@ -35,6 +35,7 @@ class Scenario:
     rate_scale: float = 1.0
     time_scale: float = 1.0
     duration: float | None = None
+    start: float = 0.0  # seconds on the scaled axis: the trace before it is skipped
     model: str = "llama-3.1-8b"
     gpu: str = "h100-80gb"
     tp: int = 1
@@ -57,6 +58,7 @@ class Scenario:
             "format": self.fmt,
             "rate_scale": self.rate_scale,
             "time_scale": self.time_scale,
+            "start_s": self.start,
             "duration_s": self.duration,
             "model": self.model,
             "gpu": self.gpu,
@@ -90,7 +92,7 @@ def prepare(s: Scenario) -> Prepared:
     """Load and scale the trace, build the profile, size the fleet bounds. Raises TraceError, PerfError
     or ValueError with a message fit for the user."""
     profile = _profile(s)
-    arrays, span = load_request_arrays(s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, s.seed)
+    arrays, span = load_request_arrays(s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, s.seed, start=s.start)
     if len(arrays) == 0:
         raise ValueError(f"{s.trace}: no request in the selected window; nothing to simulate")
     workload = Workload.from_arrays(s.trace.stem, arrays, span)
@@ -120,11 +122,15 @@ def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     and the number of requests it stands for, without generating them."""
     # The whole curve, then the cut: a duration inside the first ServeGen window leaves one point, which
     # does not tell the window's length (it is not the 60 s bin of a request trace).
-    whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0)
+    whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0, start=s.start)
     if len(whole) > 1:
         step = whole[1].t - whole[0].t
+    elif resolve_format(s.trace, s.fmt) != "servegen":
+        step = 60.0
+    elif s.start > 0:  # the file's last window: as long as the file's windows
+        step = _servegen_step(s)
     else:  # a ServeGen file of one window: the loader's 10 minutes
-        step = 600.0 / s.time_scale if resolve_format(s.trace, s.fmt) == "servegen" else 60.0
+        step = 600.0 / s.time_scale
     end = whole[-1].t + step if whole else 0.0
     duration = end if s.duration is None else min(s.duration, end)
     curve = [p for p in whole if p.t < duration]
@@ -132,6 +138,11 @@ def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
         raise ValueError(f"{s.trace}: no traffic in the selected window; nothing to simulate")
     # a window the duration cuts counts only up to the cut
     return curve, duration, sum(p.rate * (min(p.t + step, duration) - p.t) for p in curve)
+
+
+def _servegen_step(s: Scenario) -> float:
+    whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0)
+    return whole[1].t - whole[0].t if len(whole) > 1 else 600.0 / s.time_scale
 
 
 def _profile(s: Scenario) -> ReplicaProfile:

@@ -25,9 +25,12 @@ multiplies the rate on the same time axis (request traces: each request is kept 
 once more with probability frac(X); each extra copy is shifted by a uniform offset within
 ±COPY_JITTER/2, reflected at the trace's ends: X times the users is a superposition of independent
 streams, not X clones arriving as one clump, and the shape slower than ~10 s, which is what an
-autoscaler sees, is kept; ServeGen: the rate is multiplied); ``duration`` truncates
-(seconds on the scaled axis). Everything is deterministic per ``seed``. ServeGen windows draw from
-their own seeded stream, so chunked generation equals the whole.
+autoscaler sees, is kept; ServeGen: the rate is multiplied); ``start`` drops what comes before it
+and makes it the replay's time 0, and ``duration`` truncates what follows (both in seconds on the
+scaled axis). A ServeGen ``start`` falls on a window boundary. Everything is deterministic per ``seed``.
+ServeGen windows draw from their own seeded stream, keyed by the window's place in the file, so chunked
+generation equals the whole and a replay from ``start`` holds the requests the whole replay has from
+there (for a request trace, once ``rate_scale`` has made its copies over the whole trace).
 """
 
 from __future__ import annotations
@@ -136,8 +139,10 @@ def load_trace(
     time_scale: float = 1.0,
     duration: float | None = None,
     seed: int = 0,
+    *,
+    start: float = 0.0,
 ) -> Trace:
-    arrays, span = load_request_arrays(path, fmt, rate_scale, time_scale, duration, seed)
+    arrays, span = load_request_arrays(path, fmt, rate_scale, time_scale, duration, seed, start=start)
     return Trace(name=Path(path).stem, requests=arrays.to_requests(), duration=span)
 
 
@@ -148,9 +153,11 @@ def load_request_arrays(
     time_scale: float = 1.0,
     duration: float | None = None,
     seed: int = 0,
+    *,
+    start: float = 0.0,
 ) -> tuple[RequestArrays, float]:
     """All requests as columns, and the duration covered (seconds on the scaled axis)."""
-    chunks, span = _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed)
+    chunks, span = _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed, start)
     parts = list(chunks)
     if not parts:
         return _empty(), span
@@ -171,10 +178,12 @@ def iter_request_chunks(
     time_scale: float = 1.0,
     duration: float | None = None,
     seed: int = 0,
+    *,
+    start: float = 0.0,
 ) -> tuple[Iterator[RequestArrays], float]:
     """Requests in arrival order, lazily: one chunk per ServeGen window (a request trace is one chunk).
     Returns the iterator and the duration covered."""
-    return _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed)
+    return _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed, start)
 
 
 def load_rate_curve(
@@ -184,24 +193,24 @@ def load_rate_curve(
     time_scale: float = 1.0,
     duration: float | None = None,
     window: float = 60.0,
+    *,
+    start: float = 0.0,
 ) -> list[RatePoint]:
     """The expected request rate over time, for aggregate simulation. ServeGen keeps its own windows
     (gaps filled); a request trace is binned into `window`-second bins of its time-scaled arrivals,
     with the rate multiplied by `rate_scale` (the expectation of the seeded thinning/replication)."""
     p = Path(path)
-    _check_scales(p, rate_scale, time_scale, duration)
+    _check_scales(p, rate_scale, time_scale, duration, start)
     if window <= 0:
         raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
     kind = resolve_format(p, fmt)
     if kind == "servegen":
-        curve, win = _servegen_curve(p, rate_scale, time_scale)
+        whole, win = _servegen_curve(p, rate_scale, time_scale)
+        curve = _servegen_from(p, whole, win, start)
         end = len(curve) * win if duration is None else min(duration, len(curve) * win)
         return [pt for pt in curve if pt.t < end]
     arrays, span = _request_trace(p, kind, time_scale)
-    if duration is not None:
-        keep = arrays.arrival < duration
-        arrays = RequestArrays(arrays.arrival[keep], arrays.input_tokens[keep], arrays.output_tokens[keep])
-        span = min(span, duration)
+    arrays, span = _cut(p, arrays, span, start, duration)
     return [pt._replace(rate=pt.rate * rate_scale) for pt in _bin(arrays, span, window)]
 
 
@@ -239,24 +248,65 @@ def _bin(arrays: RequestArrays, span: float, window: float) -> list[RatePoint]:
 
 
 def _chunks(
-    path: Path, fmt: str | None, rate_scale: float, time_scale: float, duration: float | None, seed: int
+    path: Path,
+    fmt: str | None,
+    rate_scale: float,
+    time_scale: float,
+    duration: float | None,
+    seed: int,
+    start: float = 0.0,
 ) -> tuple[Iterator[RequestArrays], float]:
-    _check_scales(path, rate_scale, time_scale, duration)
+    _check_scales(path, rate_scale, time_scale, duration, start)
     kind = resolve_format(path, fmt)
     if kind == "servegen":
-        curve, win = _servegen_curve(path, rate_scale, time_scale)
+        whole, win = _servegen_curve(path, rate_scale, time_scale)
+        curve = _servegen_from(path, whole, win, start)
         span = len(curve) * win if duration is None else min(duration, len(curve) * win)
-        return _servegen_requests(curve, win, span, seed), span
+        return _servegen_requests(curve, win, span, seed, first=len(whole) - len(curve)), span
     arrays, span = _request_trace(path, kind, time_scale)
     arrays = _rescale_rate(arrays, span, rate_scale, seed, path)
+    arrays, span = _cut(path, arrays, span, start, duration)
+    return iter([arrays]), span
+
+
+def _cut(
+    path: Path, arrays: RequestArrays, span: float, start: float, duration: float | None
+) -> tuple[RequestArrays, float]:
+    """The requests of [start, start + duration), on a time axis that begins at `start`."""
+    if start > 0:
+        if start >= span:
+            raise TraceError(f"{path}: --start {_length(start)} is at or past the trace's end ({_length(span)} in)")
+        keep = arrays.arrival >= start
+        arrays = RequestArrays(arrays.arrival[keep] - start, arrays.input_tokens[keep], arrays.output_tokens[keep])
+        span -= start
     if duration is not None:
         keep = arrays.arrival < duration
         arrays = RequestArrays(arrays.arrival[keep], arrays.input_tokens[keep], arrays.output_tokens[keep])
         span = min(span, duration)
-    return iter([arrays]), span
+    return arrays, span
 
 
-def _check_scales(path: Path, rate_scale: float, time_scale: float, duration: float | None) -> None:
+def _servegen_from(path: Path, curve: list[RatePoint], win: float, start: float) -> list[RatePoint]:
+    """The windows from `start` on, moved so that `start` is time 0. A start inside a window would
+    replay part of it as if it were the whole, so it must fall on a boundary."""
+    if start == 0:
+        return curve
+    first = round(start / win)
+    if abs(first * win - start) > 1e-6 * win:
+        raise TraceError(
+            f"{path}: --start {_length(start)} falls inside a ServeGen window; windows are {_length(win)} long "
+            f"on the replay's time axis, so start at a multiple of that"
+        )
+    if first >= len(curve):
+        raise TraceError(
+            f"{path}: --start {_length(start)} is at or past the trace's end ({_length(len(curve) * win)} in)"
+        )
+    return [pt._replace(t=pt.t - curve[first].t) for pt in curve[first:]]
+
+
+def _check_scales(path: Path, rate_scale: float, time_scale: float, duration: float | None, start: float = 0.0) -> None:
+    if not (math.isfinite(start) and start >= 0):
+        raise TraceError(f"{path}: start must be a finite number of seconds >= 0, got {start}")
     if not (math.isfinite(rate_scale) and rate_scale > 0):
         raise TraceError(f"{path}: rate_scale must be a finite number > 0, got {rate_scale}")
     if not (math.isfinite(time_scale) and time_scale > 0):
@@ -544,8 +594,11 @@ def _number(path: Path, line: int, column: str, raw: str | None) -> float | None
     return value
 
 
-def _servegen_requests(curve: list[RatePoint], win: float, span: float, seed: int) -> Iterator[RequestArrays]:
-    for i, pt in enumerate(curve):
+def _servegen_requests(
+    curve: list[RatePoint], win: float, span: float, seed: int, first: int = 0
+) -> Iterator[RequestArrays]:
+    """`first`: the place of curve[0] in the file, which keys each window's random stream."""
+    for i, pt in enumerate(curve, start=first):
         if pt.t >= span:
             return
         rng = np.random.default_rng(np.random.SeedSequence([seed, i]))

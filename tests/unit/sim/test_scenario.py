@@ -37,3 +37,16 @@ def test_a_single_window_file_lasts_ten_minutes_on_the_scaled_axis(tmp_path: Pat
 def test_no_duration_replays_every_window(tmp_path: Path) -> None:
     _, duration, total = expected_requests(Scenario(servegen(tmp_path, [10.0, 20.0])))
     assert duration == 1200.0 and total == pytest.approx(18000.0)
+
+
+def test_a_start_replays_the_windows_from_there_on_a_clock_that_starts_at_it(tmp_path: Path) -> None:
+    curve, duration, total = expected_requests(Scenario(servegen(tmp_path, [10.0, 20.0, 30.0]), start=600.0))
+    assert [(p.t, p.rate) for p in curve] == [(0.0, 20.0), (600.0, 30.0)]
+    assert duration == 1200.0 and total == pytest.approx(20.0 * 600 + 30.0 * 600)
+
+
+def test_a_start_at_the_last_window_keeps_the_files_window_length(tmp_path: Path) -> None:
+    p = tmp_path / "sg.csv"
+    p.write_text(HEADER + "".join(f"{300 * i},{r},1,100,20\n" for i, r in enumerate([10.0, 20.0, 30.0])))
+    curve, duration, total = expected_requests(Scenario(p, start=600.0))
+    assert len(curve) == 1 and duration == 300.0 and total == pytest.approx(30.0 * 300)

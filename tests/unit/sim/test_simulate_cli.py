@@ -56,6 +56,8 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--model", "gpt-17"], "gpt-17"),
         (["--gpu", "tpu-v9"], "tpu-v9"),
         (["--duration", "soon"], "--duration"),
+        (["--start", "soon"], "--start: invalid duration 'soon'"),
+        (["--start", "10m"], "--start 10 minutes is at or past the trace's end (9.99 minutes in)"),
         (["--slo-ttft", "-1s"], "--slo-ttft"),
         (["--slo-tpot-p95", "0s"], "--slo-tpot-p95"),
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
@@ -235,6 +237,21 @@ def test_a_duration_longer_than_the_trace_is_noted(azure_trace: Path, duration: 
     assert code == 0 and "static-peak" in stdout
     note = "note: the trace covers only 10m; the replay stops there, not at the 20m of --duration"
     assert (note in stderr) is noted
+
+
+def test_a_start_replays_the_rest_of_the_trace_and_is_recorded(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, _, stderr = invoke(
+        "--trace", str(azure_trace), "--policy", "static-peak", "--start", "4m", "--duration", "10m",
+        "--time-to-ready", "30s", "--json", str(out),
+    )  # fmt: skip
+    assert code == 0, stderr
+    scenario = json.loads(out.read_text())["scenario"]
+    # 2 requests/s over 10 minutes: the last 6 minutes (less the last arrival's half second) are left
+    assert scenario["start_s"] == 240.0 and scenario["requests"] == 720
+    assert scenario["duration_s"] == pytest.approx(359.5)
+    note = "note: the trace covers only 6m after --start 4m; the replay stops there, not at the 10m of --duration"
+    assert note in stderr
 
 
 def test_the_note_on_a_short_trace_gives_its_length_on_the_compressed_axis(azure_trace: Path) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -376,3 +377,63 @@ def test_a_rate_scale_beyond_what_can_be_generated_is_refused_before_anything_is
     azure = write(tmp_path, "az.csv", AZ + "2023-11-16 18:15:46.68,1,5\n2023-11-16 18:15:47,1,5\n")
     with pytest.raises(TraceError, match=r"--rate-scale 1e\+09 makes its 2 requests 2,000,000,000"):
         load_trace(azure, rate_scale=1e9)
+
+
+# --- a replay from a later point (--start) --------------------------------------------------------
+
+
+@needs_traces
+def test_a_start_replays_the_whole_replays_requests_from_there() -> None:
+    # after the copies of --rate-scale, so a later window is the whole replay's, request for request
+    whole, _ = load_request_arrays(AZURE, rate_scale=1.7, seed=3, duration=1800)
+    later, span = load_request_arrays(AZURE, rate_scale=1.7, seed=3, start=600, duration=1200)
+    keep = whole.arrival >= 600
+    assert span == 1200 and 0 < len(later) < len(whole)
+    np.testing.assert_array_equal(later.arrival, whole.arrival[keep] - 600)
+    np.testing.assert_array_equal(later.input_tokens, whole.input_tokens[keep])
+    np.testing.assert_array_equal(later.output_tokens, whole.output_tokens[keep])
+
+
+@needs_traces
+def test_a_servegen_start_generates_the_whole_replays_requests_of_those_windows() -> None:
+    day = 86_400.0
+    whole, _ = load_request_arrays(SERVEGEN, rate_scale=0.01, seed=5, duration=day + 7200)
+    later, span = load_request_arrays(SERVEGEN, rate_scale=0.01, seed=5, start=day, duration=7200)
+    keep = whole.arrival >= day
+    assert span == 7200 and len(later) == keep.sum() > 0
+    np.testing.assert_allclose(later.arrival, whole.arrival[keep] - day, atol=1e-6)
+    np.testing.assert_array_equal(later.input_tokens, whole.input_tokens[keep])
+    curve = load_rate_curve(SERVEGEN, start=day, duration=7200)
+    assert [(p.t, p.rate) for p in curve] == [
+        (p.t - day, p.rate) for p in load_rate_curve(SERVEGEN, duration=day + 7200) if p.t >= day
+    ]
+
+
+def test_a_start_on_a_compressed_axis_counts_in_compressed_seconds(tmp_path: Path) -> None:
+    path = write(tmp_path, "sg.csv", SERVEGEN_HEADER + "".join(f"{600 * i},{i + 1},1,100,20,1\n" for i in range(4)))
+    curve = load_rate_curve(path, time_scale=10, start=120)  # the third window, at 1,200 s of the trace
+    assert [(p.t, p.rate) for p in curve] == [(0.0, 3.0), (60.0, 4.0)]
+
+
+TWO_WINDOWS = SERVEGEN_HEADER + "0,1,1,100,20,1\n600,2,1,100,20,1\n"
+FIVE_SECONDS = MC.format(0, 10) + MC.format(5000, 10)
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "start", "message"),
+    [
+        (TWO_WINDOWS, "sg.csv", 300.0, "--start 5 minutes falls inside a ServeGen window; windows are 10 minutes"),
+        (TWO_WINDOWS, "sg.csv", 1200.0, "--start 20 minutes is at or past the trace's end (20 minutes in)"),
+        (FIVE_SECONDS, "t.jsonl", 5.0, "--start 5 s is at or past the trace's end (5 s in)"),
+        (FIVE_SECONDS, "t.jsonl", -1.0, "start must be a finite number of seconds >= 0, got -1.0"),
+        (FIVE_SECONDS, "t.jsonl", float("nan"), "start must be a finite number of seconds >= 0, got nan"),
+    ],
+)
+def test_a_start_outside_the_trace_or_inside_a_window_is_refused(
+    tmp_path: Path, text: str, name: str, start: float, message: str
+) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(TraceError, match=re.escape(message)):
+        load_request_arrays(path, start=start)
+    with pytest.raises(TraceError, match=re.escape(message)):
+        load_rate_curve(path, start=start)

@@ -143,3 +143,11 @@ def test_the_results_are_never_written_over_the_trace(azure_trace: Path) -> None
     code, _, stderr = invoke(azure_trace, "--json", str(azure_trace))
     assert code == 2 and "is the trace itself" in stderr
     assert azure_trace.read_bytes() == before
+
+
+def test_a_start_tunes_on_the_rest_of_the_trace(azure_trace: Path, tmp_path: Path) -> None:
+    # as a user checks last week's value on this week's traffic (--start 168h on a 14-day trace)
+    _, _, doc = tuned(azure_trace, tmp_path / "t.json", "--capacity-utilization", "0.8", "--start", "2m")
+    # 8 of the 10 minutes of 2 requests/s x 30 (the copies are jittered across the cut)
+    assert doc["scenario"]["start_s"] == 120.0
+    assert doc["scenario"]["requests"] == pytest.approx(36000 * 8 / 10, rel=0.01)
