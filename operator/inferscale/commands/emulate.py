@@ -26,6 +26,9 @@ def emulate(
     fmt: Annotated[str | None, typer.Option("--format", help="azure | mooncake | servegen (default: detect).")] = None,
     rate_scale: Annotated[float, typer.Option(help="Multiply the request rate.")] = 1.0,
     time_scale: Annotated[float, typer.Option(help="Compress time: 12 replays an hour in 5 minutes.")] = 1.0,
+    start: Annotated[
+        str | None, typer.Option(help="Skip the trace before this point (after compression), e.g. 2h.")
+    ] = None,
     duration: Annotated[str | None, typer.Option(help="Replay only this long (after compression).")] = None,
     model: Annotated[str, typer.Option(help="Model catalog entry for the engines' performance.")] = "llama-3.1-8b",
     gpu: Annotated[str, typer.Option(help="GPU catalog entry.")] = "h100-80gb",
@@ -63,13 +66,14 @@ def emulate(
         ttft = checks.positive_duration("--slo-ttft", slo_ttft)
         itl = checks.positive_duration("--slo-itl", slo_itl)
         limit = checks.positive_duration("--duration", duration) if duration is not None else None
+        skip = checks.duration("--start", start) if start is not None else 0.0
         checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
         if results is not None:
             checks.output_file("--results", results, make_folder=True)  # the emulator makes it anyway
         profile = replica_profile(
             model, gpu, tp, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )
-        requests, span = load_request_arrays(trace, fmt, rate_scale, time_scale, limit, seed)
+        requests, span = load_request_arrays(trace, fmt, rate_scale, time_scale, limit, seed, start=skip)
     except (ValueError, OSError) as e:  # InputError, PerfError and TraceError are ValueErrors
         raise _fail(str(e)) from None
     try:

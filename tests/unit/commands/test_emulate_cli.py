@@ -34,6 +34,8 @@ def run(*args: str) -> tuple[int, str]:
     [
         (["--duration", "soon"], "--duration: invalid duration 'soon'"),
         (["--duration", "0s"], "--duration must be positive, got '0s'"),
+        (["--start", "soon"], "--start: invalid duration 'soon'"),
+        (["--start", "5s"], "--start 5 s is at or past the trace's end (4.315 s in)"),
         (["--model", "gpt-9"], "unknown model 'gpt-9'"),
         (["--format", "mooncake"], "azure.csv"),
         (["--format", "parquet"], "--format 'parquet' is not known"),
