@@ -76,16 +76,17 @@ def emulate(
         requests, span = load_request_arrays(trace, fmt, rate_scale, time_scale, limit, seed, start=skip)
     except (ValueError, OSError) as e:  # InputError, PerfError and TraceError are ValueErrors
         raise _fail(str(e)) from None
+    if limit is not None and format_duration(span) != format_duration(limit):  # not a rounding difference
+        after = f" after --start {format_duration(skip)}" if skip > 0 else ""
+        typer.echo(
+            f"note: the trace covers only {format_duration(span)}{after}; the replay lasts the "
+            f"{format_duration(limit)} of --duration, without requests after that",
+            err=True,
+        )
     try:
         kube = KubeApi(checks.credentials(kubeconfig))
     except checks.InputError as e:
         raise _fail(str(e)) from None
-    if limit is not None and format_duration(span) != format_duration(limit):  # not a rounding difference
-        typer.echo(
-            f"note: the trace covers only {format_duration(span)}; the replay lasts the {format_duration(limit)} "
-            "of --duration, without requests after that",
-            err=True,
-        )
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = EmulatorConfig(
         namespace=namespace,

@@ -50,6 +50,7 @@ from typing import NamedTuple, TextIO
 import numpy as np
 import numpy.typing as npt
 
+from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.sim.requests import Request, Trace
 
 TRACE_FORMATS = ("azure", "mooncake", "servegen")
@@ -69,6 +70,7 @@ MAX_TOKENS = 10**9
 # The longest published LLM traces cover weeks (ServeGen: 14 days); two years of one-minute rate bins is
 # about a million, still quick to build. Beyond it a trace is a unit mix-up or a typo, not a workload.
 MAX_SPAN = 2 * 365 * 86400.0
+START_TOLERANCE = 1e-3  # seconds: how far a ServeGen --start may be from a window boundary
 # Requests/s in one ServeGen window as read: a thousand times the busiest published curve, and far from where
 # numpy's Poisson draw of a window's count gives up.
 MAX_RATE = 1e7
@@ -275,7 +277,7 @@ def _cut(
     """The requests of [start, start + duration), on a time axis that begins at `start`."""
     if start > 0:
         if start >= span:
-            raise TraceError(f"{path}: --start {_length(start)} is at or past the trace's end ({_length(span)} in)")
+            raise TraceError(f"{path}: --start {_exact(start)} is at or past the trace's end ({_exact(span)} in)")
         keep = arrays.arrival >= start
         arrays = RequestArrays(arrays.arrival[keep] - start, arrays.input_tokens[keep], arrays.output_tokens[keep])
         span -= start
@@ -288,20 +290,30 @@ def _cut(
 
 def _servegen_from(path: Path, curve: list[RatePoint], win: float, start: float) -> list[RatePoint]:
     """The windows from `start` on, moved so that `start` is time 0. A start inside a window would
-    replay part of it as if it were the whole, so it must fall on a boundary."""
+    replay part of it as if it were the whole, so it must fall on a boundary (within a millisecond,
+    so that a boundary printed to the millisecond, as the message below does, is accepted)."""
     if start == 0:
         return curve
+    end = len(curve) * win
+    if start >= end - START_TOLERANCE:
+        raise TraceError(f"{path}: --start {_exact(start)} is at or past the trace's end ({_exact(end)} in)")
     first = round(start / win)
-    if abs(first * win - start) > 1e-6 * win:
+    if abs(first * win - start) > START_TOLERANCE:
+        below = math.floor(start / win) * win
         raise TraceError(
-            f"{path}: --start {_length(start)} falls inside a ServeGen window; windows are {_length(win)} long "
-            f"on the replay's time axis, so start at a multiple of that"
-        )
-    if first >= len(curve):
-        raise TraceError(
-            f"{path}: --start {_length(start)} is at or past the trace's end ({_length(len(curve) * win)} in)"
+            f"{path}: --start {_exact(start)} falls inside a ServeGen window; windows are {_exact(win)} long on "
+            f"the replay's time axis, and the nearest boundaries are {_exact(below)} and {_exact(below + win)}"
         )
     return [pt._replace(t=pt.t - curve[first].t) for pt in curve[first:]]
+
+
+def _exact(seconds: float) -> str:
+    """A duration as --start takes it, exact to the millisecond: '2h5m', or '1818.182s' where minutes
+    and whole seconds would round it."""
+    text = format_duration(seconds) if seconds else "0s"
+    if abs(parse_duration(text) - seconds) <= START_TOLERANCE:
+        return text
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
 
 
 def _check_scales(path: Path, rate_scale: float, time_scale: float, duration: float | None, start: float = 0.0) -> None:

@@ -35,7 +35,7 @@ def run(*args: str) -> tuple[int, str]:
         (["--duration", "soon"], "--duration: invalid duration 'soon'"),
         (["--duration", "0s"], "--duration must be positive, got '0s'"),
         (["--start", "soon"], "--start: invalid duration 'soon'"),
-        (["--start", "5s"], "--start 5 s is at or past the trace's end (4.315 s in)"),
+        (["--start", "5s"], "--start 5s is at or past the trace's end (4.315s in)"),
         (["--model", "gpt-9"], "unknown model 'gpt-9'"),
         (["--format", "mooncake"], "azure.csv"),
         (["--format", "parquet"], "--format 'parquet' is not known"),
@@ -105,6 +105,24 @@ def test_a_duration_longer_than_the_trace_is_noted(
     assert code == 0, err
     assert ("note: the trace covers only 4.31s; the replay lasts the 1m of --duration" in err) is noted
     assert replays == [{"1m": 60.0, "4s": 4.0, "2s": 2.0}[duration]]
+
+
+def test_a_start_replays_the_rest_of_the_trace_from_time_zero(
+    trace: Path, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inferscale.emulator import Emulator
+
+    arrivals: list[list[float]] = []
+
+    async def fake_run(self: Emulator, stop: object = None) -> dict[str, object]:
+        arrivals.append([float(a) for a in self.cfg.requests.arrival])
+        return {"finished": 0, "requests": len(self.cfg.requests), "slo_attainment": None}
+
+    monkeypatch.setattr(Emulator, "run", fake_run)
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--start", "1s", "--duration", "1m")
+    assert code == 0, err
+    assert arrivals == [[pytest.approx(3.314579)]]  # the second request, 4.314579 s into the trace
+    assert "note: the trace covers only 3.31s after --start 1s; the replay lasts the 1m of --duration" in err
 
 
 def test_the_format_ignores_case_like_simulate(trace: Path, tmp_path: Path) -> None:

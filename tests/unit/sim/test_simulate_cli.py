@@ -57,7 +57,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--gpu", "tpu-v9"], "tpu-v9"),
         (["--duration", "soon"], "--duration"),
         (["--start", "soon"], "--start: invalid duration 'soon'"),
-        (["--start", "10m"], "--start 10 minutes is at or past the trace's end (9.99 minutes in)"),
+        (["--start", "10m"], "--start 10m is at or past the trace's end (599.5s in)"),
         (["--slo-ttft", "-1s"], "--slo-ttft"),
         (["--slo-tpot-p95", "0s"], "--slo-tpot-p95"),
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),

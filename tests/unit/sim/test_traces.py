@@ -422,9 +422,10 @@ FIVE_SECONDS = MC.format(0, 10) + MC.format(5000, 10)
 @pytest.mark.parametrize(
     ("text", "name", "start", "message"),
     [
-        (TWO_WINDOWS, "sg.csv", 300.0, "--start 5 minutes falls inside a ServeGen window; windows are 10 minutes"),
-        (TWO_WINDOWS, "sg.csv", 1200.0, "--start 20 minutes is at or past the trace's end (20 minutes in)"),
-        (FIVE_SECONDS, "t.jsonl", 5.0, "--start 5 s is at or past the trace's end (5 s in)"),
+        (TWO_WINDOWS, "sg.csv", 300.0, "--start 5m falls inside a ServeGen window; windows are 10m long"),
+        (TWO_WINDOWS, "sg.csv", 300.0, "the nearest boundaries are 0s and 10m"),
+        (TWO_WINDOWS, "sg.csv", 1200.0, "--start 20m is at or past the trace's end (20m in)"),
+        (FIVE_SECONDS, "t.jsonl", 5.0, "--start 5s is at or past the trace's end (5s in)"),
         (FIVE_SECONDS, "t.jsonl", -1.0, "start must be a finite number of seconds >= 0, got -1.0"),
         (FIVE_SECONDS, "t.jsonl", float("nan"), "start must be a finite number of seconds >= 0, got nan"),
     ],
@@ -437,3 +438,36 @@ def test_a_start_outside_the_trace_or_inside_a_window_is_refused(
         load_request_arrays(path, start=start)
     with pytest.raises(TraceError, match=re.escape(message)):
         load_rate_curve(path, start=start)
+
+
+def test_a_start_past_the_end_of_a_curve_is_said_so_not_called_off_boundary(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match=re.escape("--start 25m is at or past the trace's end (20m in)")):
+        load_rate_curve(write(tmp_path, "sg.csv", TWO_WINDOWS), start=1500)
+
+
+def test_the_boundaries_a_refused_start_names_are_accepted(tmp_path: Path) -> None:
+    # at --time-scale 3.3 a window lasts 181.8181... s: the boundary the message prints must load
+    path = write(tmp_path, "sg.csv", SERVEGEN_HEADER + "".join(f"{600 * i},{i + 1},1,100,20,1\n" for i in range(4)))
+    with pytest.raises(TraceError, match=re.escape("the nearest boundaries are 0s and 181.818s")):
+        load_rate_curve(path, time_scale=3.3, start=150)
+    curve = load_rate_curve(path, time_scale=3.3, start=181.818)
+    assert [p.rate for p in curve] == [2.0, 3.0, 4.0] and curve[0].t == 0.0
+
+
+def test_a_servegen_start_keeps_each_windows_random_stream(tmp_path: Path) -> None:
+    path = write(tmp_path, "sg.csv", SERVEGEN_HEADER + "0,1,1,100,20,1\n600,2,1,100,20,1\n1200,3,1,100,20,1\n")
+    whole, _ = load_request_arrays(path, seed=5)
+    later, span = load_request_arrays(path, seed=5, start=600)
+    keep = whole.arrival >= 600
+    assert span == 1200 and len(later) == keep.sum() > 0
+    np.testing.assert_allclose(later.arrival, whole.arrival[keep] - 600)
+    np.testing.assert_array_equal(later.input_tokens, whole.input_tokens[keep])
+
+
+def test_a_request_traces_start_is_on_the_compressed_axis_in_both_modes(tmp_path: Path) -> None:
+    # one request a second for 100 s; at --time-scale 2 the replay from 10 s holds those from 20 s of the trace
+    path = write(tmp_path, "t.jsonl", "".join(MC.format(1000 * i, 10) for i in range(100)))
+    arrays, span = load_request_arrays(path, time_scale=2, start=10)
+    assert len(arrays) == 80 and arrays.arrival[0] == 0.0 and span == pytest.approx(39.5)
+    curve = load_rate_curve(path, time_scale=2, start=10, window=10)  # the fluid mode's curve
+    assert [(p.t, p.rate) for p in curve] == [(0.0, 2.0), (10.0, 2.0), (20.0, 2.0), (30.0, 2.0)]
