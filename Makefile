@@ -72,10 +72,12 @@ bench-sim: $(STAMP)
 bench-operator: setup
 	$(PY) e2e/bench_operator.py
 
-## crds: regenerate the CRD from the pydantic models
-crds: $(STAMP)
+## crds: regenerate the CRD (crds/, the chart, deploy/) and docs/api.md from the pydantic models
+crds: $(STAMP) tools
 	$(VENV)/bin/inferscale crd > crds/inferscale.dev_inferenceservices.yaml
 	cp crds/inferscale.dev_inferenceservices.yaml charts/inferscale/crds/
+	$(PY) deploy/generate.py
+	$(PY) -m inferscale.api.docs > docs/api.md
 
 clean: cluster-down
 	rm -rf .e2e .demo

@@ -15,6 +15,7 @@ from inferscale.api.rules import (
     SCHEDULE_WITHIN_MAX,
     SELECTOR_KEYS_MESSAGE,
     SELECTOR_RESERVED_MESSAGE,
+    TPOT_NEEDS_VLLM,
 )
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec
 from inferscale.api.status import InferenceServiceStatus
@@ -39,7 +40,9 @@ same messages, on specs that reached it through an older CRD:
 - {REPLICA_BOUNDS.message}
 - {ONE_TARGET.message}
 - {SCHEDULE_WITHIN_MAX.message}
-- durations (at most 2562047h), fractions in (0, 1], change limits (`4` pods or `"50%"`), `engine` and `mode`
+- {TPOT_NEEDS_VLLM.message}
+- durations (at most 2562047h), fractions in (0, 1] (`tolerance` in (0, 1)), `targets.waitingPerReplica` above 0,
+  change limits (`4` pods or `"50%"`), `engine` and `mode`
   enums, replica counts within int32, a `scaleTargetRef.name` that can name a Deployment
 - cron expressions: five fields or a macro (the API server checks the shape; the operator also checks each field's
   range and that the expression ever matches, so `61 9 * * *` and `0 0 30 2 *` are `InvalidSpec`)
