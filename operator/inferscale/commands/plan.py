@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from inferscale.commands import checks
+from inferscale.commands import checks, plan_trace
+from inferscale.commands.replay_options import DurationOpt, FormatOpt, RateScaleOpt, StartOpt, TimeScaleOpt
 from inferscale.perf import (
     DoesNotFit,
     PerfError,
@@ -67,8 +69,16 @@ def build_plan(
     gpu_price: float | None,
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    traffic: plan_trace.TraceLoad | None = None,
 ) -> dict[str, Any]:
-    """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message."""
+    """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message.
+    With `traffic`, the one-request tables are at its mean lengths and the replicas at its busiest window."""
+    if traffic is not None:
+        if rps is not None:
+            raise PlanInputError("give --rps or --trace, not both: the trace's windows are the load")
+        if input_tokens is not None or output_tokens is not None:
+            raise PlanInputError("--trace brings its own request lengths: drop --input-tokens and --output-tokens")
+        input_tokens, output_tokens = traffic.mean_lengths
     if dtype.lower() not in DTYPE_BYTES:
         raise PlanInputError(f"--dtype {dtype!r} is not known; known: {', '.join(sorted(DTYPE_BYTES))}")
     if (input_tokens is None) != (output_tokens is None):
@@ -175,6 +185,7 @@ def build_plan(
         "gpu_price_source": "--gpu-price" if gpu_price is not None else "catalog default (assumption)",
         "cost_per_replica_hour": replica_cost,
         "cost_per_hour": None,
+        "trace": None,
     }
     if input_tokens is None or output_tokens is None:
         return plan
@@ -202,12 +213,20 @@ def build_plan(
         "max_num_seqs_within_itl_slo": step.fitting.max_num_seqs if step.fitting else None,
         "advice": advice(step, itl) if step.within_slo is False and itl is not None else None,
     }
-    if rps is not None and op.rate_rps > 0:
-        replicas = math.ceil(rps / op.rate_rps)
+    if traffic is not None:
+        plan["trace"], sizing = plan_trace.section(traffic, profile, ttft, itl, replica_cost)
+        plan["rps"] = sizing.peak.rate_rps
+        _size(plan, sizing.peak.replicas, profile, replica_cost)
+    elif rps is not None and op.rate_rps > 0:
+        _size(plan, math.ceil(rps / op.rate_rps), profile, replica_cost)
+    return plan
+
+
+def _size(plan: dict[str, Any], replicas: int | None, profile: ReplicaProfile, replica_cost: float) -> None:
+    if replicas is not None:
         plan["replicas_needed"] = replicas
         plan["gpus"] = replicas * profile.gpus
         plan["cost_per_hour"] = replicas * replica_cost
-    return plan
 
 
 def _either(options: list[str]) -> str:
@@ -317,13 +336,17 @@ def _render(plan: dict[str, Any], console: Console) -> None:
         step = plan["prefill_step"]
         c.add_row("step with a prompt's prefill chunk", f"{step['chunk_tokens']:,} tokens: {_ms(step['step_s'])}")
         if plan["rps"] is not None:
-            c.add_row("load", f"{plan['rps']:g} req/s")
+            busiest = plan["trace"] is not None
+            c.add_row("load (the busiest window)" if busiest else "load", f"{plan['rps']:g} req/s")
             if plan["replicas_needed"] is not None:
-                c.add_row("replicas needed", str(plan["replicas_needed"]))
+                needed = "replicas needed (at that window's lengths)" if busiest else "replicas needed"
+                c.add_row(needed, str(plan["replicas_needed"]))
                 c.add_row("GPUs", str(plan["gpus"]))
                 c.add_row("cost", f"${plan['cost_per_hour']:,.2f}/h at ${plan['gpu_price_per_hour']:g}/GPU-h")
     c.add_row("cost per replica", f"${plan['cost_per_replica_hour']:,.2f}/h ({plan['gpu_price_source']})")
     console.print(c)
+    if plan["trace"] is not None:
+        plan_trace.render(plan, console)
     if plan["unattainable"] is not None:
         console.print(f"note: {plan['unattainable']}.", style="yellow")
     if plan["prefill_step"] is not None and plan["prefill_step"]["advice"] is not None:
@@ -346,10 +369,30 @@ def plan(
     max_num_batched_tokens: Annotated[
         int | None, typer.Option(help="vLLM --max-num-batched-tokens, the chunked-prefill budget (default: vLLM's).")
     ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Size for this traffic instead of --rps and lengths: each window at its own lengths, replicas "
+            "for the busiest, GPU-hours held at that peak and following the need (Azure CSV, Mooncake JSONL, "
+            "ServeGen CSV).",
+        ),
+    ] = None,
+    fmt: FormatOpt = None,
+    rate_scale: RateScaleOpt = 1.0,
+    time_scale: TimeScaleOpt = 1.0,
+    start: StartOpt = None,
+    duration: DurationOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Size a deployment: memory breakdown, KV capacity, one replica's capacity at the SLO, replicas and cost."""
     try:
+        traffic = None
+        if trace is not None:
+            try:
+                traffic = plan_trace.load(trace, fmt, rate_scale, time_scale, start, duration)
+            except ValueError as e:  # TraceError, and a window with no request
+                raise PlanInputError(str(e)) from None
         result = build_plan(
             model,
             gpu,
@@ -364,6 +407,7 @@ def plan(
             gpu_price,
             max_num_seqs,
             max_num_batched_tokens,
+            traffic,
         )
     except (checks.InputError, PerfError) as e:
         typer.echo(f"error: {e}", err=True)

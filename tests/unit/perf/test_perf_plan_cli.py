@@ -261,3 +261,66 @@ def test_a_prompt_too_long_for_its_answer_says_the_model_cannot_size_it_not_to_r
     # 1 + 16383 / 2 = 8192.5 tokens per step: rounded up, so the figure is over the budget it is compared with
     assert "put 8,193 tokens in each, more than --max-num-batched-tokens 8,192" in note
     assert "vLLM would chunk the prompt" in note and "raise it" not in note
+
+
+# --- plan --trace: real traffic instead of one rate and one length ---------------------------------
+
+
+def _azure(tmp_path: Any, minutes: list[tuple[int, int]]) -> Any:
+    """One row per request: `count` requests of `prompt` tokens (and 100 out) in each minute."""
+    rows = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"]
+    for m, (count, prompt) in enumerate(minutes):
+        for i in range(count):
+            rows.append(f"2023-11-16 18:{10 + m:02d}:{60 * i / count:09.6f},{prompt},100\n")
+    path = tmp_path / "azure.csv"
+    path.write_text("".join(rows))
+    return path
+
+
+def test_trace_sizes_the_busiest_window_at_its_own_lengths(tmp_path: Any) -> None:
+    # minute 0: 600 requests of 500 tokens; minute 1: 300 of 4,000 (half the rate, 8x the prompt)
+    trace = _azure(tmp_path, [(600, 500), (300, 4000)])
+    plan = _json([*BASE, "--trace", str(trace), "--rate-scale", "20", "--gpu-price", "2"])
+    tr = plan["trace"]
+    profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    need = [
+        math.ceil(rate / replica_capacity_rps(profile, i, 100, 0.5, 0.05))
+        for rate, i in ((600 * 20 / 60, 500), (300 * 20 / 60, 4000))
+    ]
+    assert tr["windows"] == 2 and tr["format"] == "azure" and tr["unattainable_windows"] == 0
+    assert need[1] > need[0]  # the slower minute of longer prompts is the peak
+    assert tr["peak"]["replicas"] == plan["replicas_needed"] == max(need)
+    assert tr["peak"]["input_tokens"] == 4000 and plan["rps"] == pytest.approx(100.0)
+    assert plan["input_tokens"] == round((600 * 500 + 300 * 4000) / 900)  # the tables show the mean request
+    assert tr["gpu_hours_at_peak"] == pytest.approx(max(need) * tr["duration_s"] / 3600)
+    assert tr["gpu_hours_following_need"] < tr["gpu_hours_at_peak"]
+    assert tr["cost_at_peak"] == pytest.approx(2 * tr["gpu_hours_at_peak"])
+
+
+def test_trace_tables_name_the_busiest_window(tmp_path: Any) -> None:
+    trace = _azure(tmp_path, [(60, 1000), (120, 1000)])
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--start", "1m"])
+    assert result.exit_code == 0, result.output
+    assert "traffic: azure.csv" in result.stdout and "from --start 1m" in result.stdout
+    assert "following each window's need" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--rps", "10"], "give --rps or --trace, not both"),
+        (["--input-tokens", "100", "--output-tokens", "10"], "--trace brings its own request lengths"),
+        (["--start", "5m"], "is at or past the trace's end"),
+        (["--rate-scale", "0"], "--rate-scale must be a positive number"),
+        (["--format", "mooncake"], "azure.csv"),
+    ],
+)
+def test_trace_bad_input_is_one_error_line(tmp_path: Any, extra: list[str], message: str) -> None:
+    trace = _azure(tmp_path, [(60, 1000), (60, 1000)])
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), *extra])
+    assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.output
+
+
+def test_a_missing_trace_is_named(tmp_path: Any) -> None:
+    result = runner.invoke(app, [*BASE, "--trace", str(tmp_path / "nope.csv")])
+    assert result.exit_code == 2 and "nope.csv" in result.stderr and "Traceback" not in result.output

@@ -1,0 +1,130 @@
+"""`inferscale plan --trace`: size for real traffic instead of one rate and one request length."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from inferscale.commands import checks
+from inferscale.perf import ReplicaProfile
+from inferscale.scaling.durations import format_duration
+from inferscale.sim.scenario import Scenario, expected_requests
+from inferscale.sim.sizing import CurveSizing, mean_lengths, size_curve
+from inferscale.sim.traces import TRACE_FORMATS, RatePoint, resolve_format
+
+
+@dataclass(frozen=True)
+class TraceLoad:
+    scenario: Scenario
+    curve: list[RatePoint]
+    span: float
+
+    @property
+    def mean_lengths(self) -> tuple[int, int]:
+        """The request-weighted mean lengths, whole tokens (at least 1), for the plan's one-request tables."""
+        mean_in, mean_out = mean_lengths(self.curve, self.span)
+        return max(1, round(mean_in)), max(1, round(mean_out))
+
+
+def load(
+    trace: Path, fmt: str | None, rate_scale: float, time_scale: float, start: str | None, duration: str | None
+) -> TraceLoad:
+    """The trace's rate curve as `simulate --mode fluid` replays it; InputError or TraceError with a message."""
+    checks.trace_file(trace)
+    checks.trace_format(fmt, TRACE_FORMATS)
+    checks.positive_number("--rate-scale", rate_scale)
+    checks.positive_number("--time-scale", time_scale)
+    scenario = Scenario(
+        trace=trace,
+        fmt=resolve_format(trace, fmt),
+        rate_scale=rate_scale,
+        time_scale=time_scale,
+        start=checks.duration("--start", start) if start is not None else 0.0,
+        duration=checks.positive_duration("--duration", duration) if duration is not None else None,
+    )
+    curve, span, _ = expected_requests(scenario)
+    return TraceLoad(scenario, curve, span)
+
+
+def section(
+    loaded: TraceLoad, profile: ReplicaProfile, slo_ttft: float | None, slo_itl: float | None, replica_cost: float
+) -> tuple[dict[str, Any], CurveSizing]:
+    sizing = size_curve(profile, loaded.curve, loaded.span, slo_ttft, slo_itl)
+    s, peak = loaded.scenario, sizing.peak
+    following, at_peak = sizing.replica_hours_following, sizing.replica_hours_at_peak
+    return {
+        "path": str(s.trace),
+        "format": s.fmt,
+        "rate_scale": s.rate_scale,
+        "time_scale": s.time_scale,
+        "start_s": s.start,
+        "duration_s": sizing.span,
+        "windows": len(sizing.windows),
+        "window_s": sizing.windows[0].length if len(sizing.windows) > 1 else sizing.span,
+        "requests": sizing.requests,
+        "mean_rps": sizing.requests / sizing.span,
+        "mean_input_tokens": sizing.mean_input_tokens,
+        "mean_output_tokens": sizing.mean_output_tokens,
+        "peak": {
+            "at_s": peak.t,
+            "rps": peak.rate_rps,
+            "input_tokens": peak.input_tokens,
+            "output_tokens": peak.output_tokens,
+            "replicas": peak.replicas,
+        },
+        "unattainable_windows": len(sizing.unattainable),
+        "replica_hours_following_need": following,
+        "replica_hours_at_peak": at_peak,
+        "gpu_hours_following_need": following * profile.gpus,
+        "gpu_hours_at_peak": at_peak * profile.gpus,
+        "cost_following_need": following * replica_cost,
+        "cost_at_peak": at_peak * replica_cost,
+    }, sizing
+
+
+def render(plan: dict[str, Any], console: Console) -> None:
+    tr = plan["trace"]
+    peak = tr["peak"]
+    t = Table(title=f"traffic: {Path(tr['path']).name}")
+    t.add_column("item")
+    t.add_column("value", justify="right")
+    since = f"--start {format_duration(tr['start_s'])}" if tr["start_s"] else "the trace's start"
+    t.add_row("replayed", f"{format_duration(tr['duration_s'])} from {since}")
+    t.add_row("windows", f"{tr['windows']:,} of {format_duration(tr['window_s'])}")
+    t.add_row("requests", f"{tr['requests']:,.0f} ({tr['mean_rps']:,.2f} req/s on average)")
+    t.add_row("mean request", f"{tr['mean_input_tokens']:,.0f} in / {tr['mean_output_tokens']:,.0f} out")
+    if peak["replicas"] is not None:
+        lengths = (
+            f" at {peak['input_tokens']:,.0f} in / {peak['output_tokens']:,.0f} out"
+            if peak["input_tokens"] is not None and peak["output_tokens"] is not None
+            else ""
+        )
+        t.add_row(
+            "busiest window",
+            f"{peak['rps']:,.2f} req/s{lengths} at {format_duration(peak['at_s'])}: {peak['replicas']} replicas",
+        )
+    t.add_row(
+        "held at that peak",
+        f"{tr['gpu_hours_at_peak']:,.1f} GPU-h, ${tr['cost_at_peak']:,.2f}",
+    )
+    ratio = tr["gpu_hours_following_need"] / tr["gpu_hours_at_peak"] if tr["gpu_hours_at_peak"] > 0 else None
+    share = f" ({ratio:.0%} of the peak's)" if ratio is not None else ""
+    t.add_row(
+        "following each window's need",
+        f"{tr['gpu_hours_following_need']:,.1f} GPU-h, ${tr['cost_following_need']:,.2f}{share}",
+    )
+    console.print(t)
+    console.print(
+        "Following each window's need exactly, with no cold start and no headroom, is the least any autoscaler "
+        "spends; `inferscale tune` replays the trace with inferscale to show what it spends at the SLO."
+    )
+    if tr["unattainable_windows"]:
+        console.print(
+            f"note: in {tr['unattainable_windows']:,} windows the requests are so long that one replica cannot "
+            "meet the SLO at any load; the figures above leave those windows out, so they are a lower bound.",
+            style="yellow",
+        )

@@ -1,0 +1,91 @@
+"""What a rate curve needs, window by window, at the SLO: the planner's answer for real traffic.
+
+Each window is sized at its own mean lengths (a window whose prompts double needs more replicas at the
+same rate), with the perf model's capacity, as the benchmark sizes its scenarios. Following that need
+exactly, with no cold start and no headroom, is the least any autoscaler can spend; a fleet held at the
+busiest window's need is what static provisioning spends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from inferscale.perf import ReplicaProfile
+from inferscale.sim.policies.context import capacity_on_grid
+from inferscale.sim.traces import RatePoint
+
+
+@dataclass(frozen=True)
+class WindowNeed:
+    t: float  # seconds from the replay's start
+    length: float  # seconds the window lasts
+    rate_rps: float
+    input_tokens: float | None  # the window's mean lengths; None: no request in it
+    output_tokens: float | None
+    replicas: int | None  # None: one replica cannot meet the SLO at these lengths at any load
+
+
+@dataclass(frozen=True)
+class CurveSizing:
+    windows: tuple[WindowNeed, ...]
+    span: float  # seconds covered
+    requests: float  # expected requests
+    mean_input_tokens: float  # request-weighted
+    mean_output_tokens: float
+
+    @property
+    def peak(self) -> WindowNeed:
+        """The window that needs the most replicas (the busiest one at equal counts)."""
+        return max(self.windows, key=lambda w: (w.replicas or 0, w.rate_rps))
+
+    @property
+    def unattainable(self) -> tuple[WindowNeed, ...]:
+        return tuple(w for w in self.windows if w.replicas is None)
+
+    @property
+    def replica_hours_following(self) -> float:
+        """Replica-hours of a fleet that has each window's need exactly for that window."""
+        return sum((w.replicas or 0) * w.length for w in self.windows) / 3600.0
+
+    @property
+    def replica_hours_at_peak(self) -> float:
+        return (self.peak.replicas or 0) * self.span / 3600.0
+
+
+def mean_lengths(curve: Sequence[RatePoint], span: float) -> tuple[float, float]:
+    """The request-weighted mean input and output lengths (ValueError: no request in the curve)."""
+    ends = [p.t for p in curve[1:]] + [span]
+    known = [
+        (p.rate * (end - p.t), p.mean_input, p.mean_output)
+        for p, end in zip(curve, ends, strict=True)
+        if p.mean_input is not None and p.mean_output is not None
+    ]
+    weight = sum(w for w, _, _ in known)
+    if weight <= 0:
+        raise ValueError("the selected window holds no request; nothing to size")
+    return sum(w * i for w, i, _ in known) / weight, sum(w * o for w, _, o in known) / weight
+
+
+def size_curve(
+    profile: ReplicaProfile,
+    curve: Sequence[RatePoint],
+    span: float,
+    slo_ttft: float | None,
+    slo_itl: float | None,
+) -> CurveSizing:
+    """`curve`: windows in time order (each lasts to the next one's start, the last to `span`)."""
+    if not curve:
+        raise ValueError("size_curve needs at least one window")
+    mean_in, mean_out = mean_lengths(curve, span)
+    ends = [p.t for p in curve[1:]] + [span]
+    windows = []
+    for p, end in zip(curve, ends, strict=True):
+        replicas: int | None = 0
+        if p.rate > 0:
+            capacity = capacity_on_grid(profile, p.mean_input or mean_in, p.mean_output or mean_out, slo_ttft, slo_itl)
+            replicas = math.ceil(p.rate / capacity - 1e-9) if capacity > 0 else None
+        windows.append(WindowNeed(p.t, end - p.t, p.rate, p.mean_input, p.mean_output, replicas))
+    total = sum(w.rate_rps * w.length for w in windows)
+    return CurveSizing(tuple(windows), span, total, mean_in, mean_out)
