@@ -109,9 +109,10 @@ def build_plan(
         context = model_spec(model).context_tokens
         if input_tokens + output_tokens > context:
             # vLLM refuses a max_model_len above the model's max_position_embeddings
+            fix = "the trace's requests are too long for it" if traffic else "lower --input-tokens or --output-tokens"
             raise PlanInputError(
-                f"a request of {request} is longer than {model_spec(model).name}'s context window "
-                f"({context:,} tokens); lower --input-tokens or --output-tokens"
+                f"a{' mean' if traffic else ''} request of {request} is longer than {model_spec(model).name}'s "
+                f"context window ({context:,} tokens); {fix}"
             )
     # What the memory allows: one full-length request with the capacity model's headroom, or any KV cache.
     wanted = 1 if input_tokens is None or output_tokens is None else input_tokens + output_tokens
@@ -337,7 +338,7 @@ def _render(plan: dict[str, Any], console: Console) -> None:
         c.add_row("step with a prompt's prefill chunk", f"{step['chunk_tokens']:,} tokens: {_ms(step['step_s'])}")
         if plan["rps"] is not None:
             busiest = plan["trace"] is not None
-            c.add_row("load (the busiest window)" if busiest else "load", f"{plan['rps']:g} req/s")
+            c.add_row("load (the window needing the most replicas)" if busiest else "load", f"{plan['rps']:g} req/s")
             if plan["replicas_needed"] is not None:
                 needed = "replicas needed (at that window's lengths)" if busiest else "replicas needed"
                 c.add_row(needed, str(plan["replicas_needed"]))

@@ -22,18 +22,14 @@ class TraceLoad:
     scenario: Scenario
     curve: list[RatePoint]
     span: float
-
-    @property
-    def mean_lengths(self) -> tuple[int, int]:
-        """The request-weighted mean lengths, whole tokens (at least 1), for the plan's one-request tables."""
-        mean_in, mean_out = mean_lengths(self.curve, self.span)
-        return max(1, round(mean_in)), max(1, round(mean_out))
+    mean_lengths: tuple[int, int]  # request-weighted, whole tokens, for the plan's one-request tables
 
 
 def load(
     trace: Path, fmt: str | None, rate_scale: float, time_scale: float, start: str | None, duration: str | None
 ) -> TraceLoad:
-    """The trace's rate curve as `simulate --mode fluid` replays it; InputError or TraceError with a message."""
+    """The trace's rate curve as `simulate --mode fluid` replays it. Raises InputError, or a ValueError
+    (TraceError among them) with a message, also when the selected part holds no request."""
     checks.trace_file(trace)
     checks.trace_format(fmt, TRACE_FORMATS)
     checks.positive_number("--rate-scale", rate_scale)
@@ -47,7 +43,8 @@ def load(
         duration=checks.positive_duration("--duration", duration) if duration is not None else None,
     )
     curve, span, _ = expected_requests(scenario)
-    return TraceLoad(scenario, curve, span)
+    mean_in, mean_out = mean_lengths(curve, span)
+    return TraceLoad(scenario, curve, span, (max(1, round(mean_in)), max(1, round(mean_out))))
 
 
 def section(
@@ -79,10 +76,10 @@ def section(
         "unattainable_windows": len(sizing.unattainable),
         "replica_hours_following_need": following,
         "replica_hours_at_peak": at_peak,
-        "gpu_hours_following_need": following * profile.gpus,
-        "gpu_hours_at_peak": at_peak * profile.gpus,
-        "cost_following_need": following * replica_cost,
-        "cost_at_peak": at_peak * replica_cost,
+        "gpu_hours_following_need": None if following is None else following * profile.gpus,
+        "gpu_hours_at_peak": None if at_peak is None else at_peak * profile.gpus,
+        "cost_following_need": None if following is None else following * replica_cost,
+        "cost_at_peak": None if at_peak is None else at_peak * replica_cost,
     }, sizing
 
 
@@ -99,32 +96,39 @@ def render(plan: dict[str, Any], console: Console) -> None:
     t.add_row("mean request", f"{tr['mean_input_tokens']:,.0f} in / {tr['mean_output_tokens']:,.0f} out")
     if peak["replicas"] is not None:
         lengths = (
-            f" at {peak['input_tokens']:,.0f} in / {peak['output_tokens']:,.0f} out"
+            f" of {peak['input_tokens']:,.0f} in / {peak['output_tokens']:,.0f} out"
             if peak["input_tokens"] is not None and peak["output_tokens"] is not None
             else ""
         )
+        count = f"{peak['replicas']} replica{'' if peak['replicas'] == 1 else 's'}"
         t.add_row(
-            "busiest window",
-            f"{peak['rps']:,.2f} req/s{lengths} at {format_duration(peak['at_s'])}: {peak['replicas']} replicas",
+            "the window needing the most replicas",
+            f"{peak['rps']:,.2f} req/s{lengths} at {format_duration(peak['at_s']) if peak['at_s'] else '0s'}: {count}",
         )
-    t.add_row(
-        "held at that peak",
-        f"{tr['gpu_hours_at_peak']:,.1f} GPU-h, ${tr['cost_at_peak']:,.2f}",
-    )
-    ratio = tr["gpu_hours_following_need"] / tr["gpu_hours_at_peak"] if tr["gpu_hours_at_peak"] > 0 else None
-    share = f" ({ratio:.0%} of the peak's)" if ratio is not None else ""
-    t.add_row(
-        "following each window's need",
-        f"{tr['gpu_hours_following_need']:,.1f} GPU-h, ${tr['cost_following_need']:,.2f}{share}",
-    )
+    t.add_row("held at that need", _hours(tr["gpu_hours_at_peak"], tr["cost_at_peak"]))
+    at_peak, following = tr["gpu_hours_at_peak"], tr["gpu_hours_following_need"]
+    share = f" ({following / at_peak:.0%} of holding the most)" if at_peak and following is not None else ""
+    t.add_row("following each window's need", _hours(following, tr["cost_following_need"]) + share)
     console.print(t)
     console.print(
         "Following each window's need exactly, with no cold start and no headroom, is the least any autoscaler "
         "spends; `inferscale tune` replays the trace with inferscale to show what it spends at the SLO."
     )
     if tr["unattainable_windows"]:
+        served = (
+            "the figures above leave them out, so they are a lower bound"
+            if at_peak is not None
+            else ("no window can be served, so there is no figure to give")
+        )
         console.print(
-            f"note: in {tr['unattainable_windows']:,} windows the requests are so long that one replica cannot "
-            "meet the SLO at any load; the figures above leave those windows out, so they are a lower bound.",
+            f"note: in {tr['unattainable_windows']:,} of {tr['windows']:,} windows no replica count serves the "
+            "requests: at their mean lengths one replica carries no load within the SLO and the engine's limits, "
+            f"or they are longer than the model's context window; {served}.",
             style="yellow",
         )
+
+
+def _hours(gpu_hours: float | None, cost: float | None) -> str:
+    if gpu_hours is None or cost is None:
+        return "n/a: no window can be served"
+    return f"{gpu_hours:,.1f} GPU-h, ${cost:,.2f}"

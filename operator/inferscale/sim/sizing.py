@@ -1,9 +1,13 @@
 """What a rate curve needs, window by window, at the SLO: the planner's answer for real traffic.
 
-Each window is sized at its own mean lengths (a window whose prompts double needs more replicas at the
-same rate), with the perf model's capacity, as the benchmark sizes its scenarios. Following that need
-exactly, with no cold start and no headroom, is the least any autoscaler can spend; a fleet held at the
-busiest window's need is what static provisioning spends.
+Each window is sized at its own mean lengths, exactly as `plan --rps` sizes one load (a window whose
+prompts double needs more replicas at the same rate), with the perf model's capacity. Following that
+need exactly, with no cold start and no headroom, is the least any autoscaler can spend; a fleet held at
+the most any window needs is what static provisioning spends.
+
+A request trace's curve has one-minute bins, and a last bin the trace cuts short counts its requests
+over a whole minute (as `simulate --mode fluid` does): a tail of a second or two is too short a sample
+to be taken for a peak.
 """
 
 from __future__ import annotations
@@ -12,8 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from inferscale.perf import ReplicaProfile
-from inferscale.sim.policies.context import capacity_on_grid
+from inferscale.perf import ReplicaProfile, model_spec, replica_capacity_rps
 from inferscale.sim.traces import RatePoint
 
 
@@ -24,7 +27,9 @@ class WindowNeed:
     rate_rps: float
     input_tokens: float | None  # the window's mean lengths; None: no request in it
     output_tokens: float | None
-    replicas: int | None  # None: one replica cannot meet the SLO at these lengths at any load
+    # None: no replica count serves the window: one replica carries no load at its lengths within the SLO
+    # and the engine's limits, or its mean request is longer than the model's context window
+    replicas: int | None
 
 
 @dataclass(frozen=True)
@@ -37,21 +42,27 @@ class CurveSizing:
 
     @property
     def peak(self) -> WindowNeed:
-        """The window that needs the most replicas (the busiest one at equal counts)."""
-        return max(self.windows, key=lambda w: (w.replicas or 0, w.rate_rps))
+        """The window that needs the most replicas (the busier one at equal counts; by rate when none
+        can be served)."""
+        return max(self.windows, key=lambda w: (w.replicas is not None, w.replicas or 0, w.rate_rps))
 
     @property
     def unattainable(self) -> tuple[WindowNeed, ...]:
         return tuple(w for w in self.windows if w.replicas is None)
 
     @property
-    def replica_hours_following(self) -> float:
-        """Replica-hours of a fleet that has each window's need exactly for that window."""
-        return sum((w.replicas or 0) * w.length for w in self.windows) / 3600.0
+    def replica_hours_following(self) -> float | None:
+        """Replica-hours of a fleet that has each window's need exactly for that window, over the windows
+        that can be served (None: none can)."""
+        served = [w for w in self.windows if w.replicas is not None]
+        if not served or self.peak.replicas is None:
+            return None
+        return sum((w.replicas or 0) * w.length for w in served) / 3600.0
 
     @property
-    def replica_hours_at_peak(self) -> float:
-        return (self.peak.replicas or 0) * self.span / 3600.0
+    def replica_hours_at_peak(self) -> float | None:
+        peak = self.peak.replicas
+        return None if peak is None else peak * self.span / 3600.0
 
 
 def mean_lengths(curve: Sequence[RatePoint], span: float) -> tuple[float, float]:
@@ -64,7 +75,7 @@ def mean_lengths(curve: Sequence[RatePoint], span: float) -> tuple[float, float]
     ]
     weight = sum(w for w, _, _ in known)
     if weight <= 0:
-        raise ValueError("the selected window holds no request; nothing to size")
+        raise ValueError("the selected part of the trace holds no request; nothing to size")
     return sum(w * i for w, i, _ in known) / weight, sum(w * o for w, _, o in known) / weight
 
 
@@ -79,12 +90,18 @@ def size_curve(
     if not curve:
         raise ValueError("size_curve needs at least one window")
     mean_in, mean_out = mean_lengths(curve, span)
+    context = model_spec(profile.model).context_tokens
+    capacities: dict[tuple[float, float], float] = {}  # ServeGen's means repeat little; request traces' bins do
     ends = [p.t for p in curve[1:]] + [span]
     windows = []
     for p, end in zip(curve, ends, strict=True):
+        lengths = (p.mean_input or mean_in, p.mean_output or mean_out)
         replicas: int | None = 0
         if p.rate > 0:
-            capacity = capacity_on_grid(profile, p.mean_input or mean_in, p.mean_output or mean_out, slo_ttft, slo_itl)
+            if lengths not in capacities:
+                fits = lengths[0] + lengths[1] <= context
+                capacities[lengths] = replica_capacity_rps(profile, *lengths, slo_ttft, slo_itl) if fits else 0.0
+            capacity = capacities[lengths]
             replicas = math.ceil(p.rate / capacity - 1e-9) if capacity > 0 else None
         windows.append(WindowNeed(p.t, end - p.t, p.rate, p.mean_input, p.mean_output, replicas))
     total = sum(w.rate_rps * w.length for w in windows)

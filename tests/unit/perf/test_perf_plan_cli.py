@@ -60,7 +60,7 @@ def test_unattainable_slo_reports_zero_capacity_and_no_replica_count() -> None:
 
 
 def test_tables_show_the_breakdown_and_the_answer() -> None:
-    result = runner.invoke(app, [*BASE, *LOAD], terminal_width=200)
+    result = runner.invoke(app, [*BASE, *LOAD], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     for text in ("weights", "KV cache", "444,304 tokens", "replicas needed", "measured: BLIS"):
         assert text in result.stdout
@@ -70,7 +70,7 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
     plan = _json([*BASE, *LOAD, "--slo-ttft", "none", "--slo-itl", "off"])
     assert plan["operating_point"]["ttft_p95"] is None
     assert plan["operating_point"]["limited_by"] in {"max_num_seqs", "kv_cache", "token_budget"}
-    result = runner.invoke(app, [*BASE, *LOAD, "--slo-ttft", "none", "--slo-itl", "none"], terminal_width=200)
+    result = runner.invoke(app, [*BASE, *LOAD, "--slo-ttft", "none", "--slo-itl", "none"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "unbounded" in result.stdout
 
@@ -297,12 +297,46 @@ def test_trace_sizes_the_busiest_window_at_its_own_lengths(tmp_path: Any) -> Non
     assert tr["cost_at_peak"] == pytest.approx(2 * tr["gpu_hours_at_peak"])
 
 
-def test_trace_tables_name_the_busiest_window(tmp_path: Any) -> None:
-    trace = _azure(tmp_path, [(60, 1000), (120, 1000)])
-    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--start", "1m"])
+def test_trace_tables_name_the_window_needing_the_most_replicas(tmp_path: Any) -> None:
+    trace = _azure(tmp_path, [(60, 1000), (120, 1000), (60, 1000)])
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--start", "1m", "--json"])
+    plan = json.loads(result.stdout)
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--start", "1m"], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "traffic: azure.csv" in result.stdout and "from --start 1m" in result.stdout
+    assert plan["trace"]["peak"]["at_s"] == 0.0  # the trace's second minute, the replay's first
+    replicas = plan["replicas_needed"]
+    row = f"2.00 req/s of 1,000 in / 100 out at 0s: {replicas} replica{'' if replicas == 1 else 's'}"
+    assert "the window needing the most replicas" in result.stdout and row in result.stdout
     assert "following each window's need" in result.stdout
+
+
+def test_trace_gpu_hours_count_every_gpu_of_a_replica(tmp_path: Any) -> None:
+    trace = _azure(tmp_path, [(600, 1000), (300, 1000)])
+    tr = _json(["plan", "--model", "llama-3.1-70b", "--gpu", "h100-80gb", "--tp", "2", "--trace", str(trace)])["trace"]
+    assert tr["gpu_hours_at_peak"] == pytest.approx(2 * tr["replica_hours_at_peak"])
+    assert tr["gpu_hours_following_need"] == pytest.approx(2 * tr["replica_hours_following_need"])
+
+
+def test_trace_with_no_servable_window_gives_no_figure_and_says_why(tmp_path: Any) -> None:
+    trace = _azure(tmp_path, [(60, 1000), (60, 1000)])
+    plan = _json([*BASE, "--trace", str(trace), "--slo-itl", "1ms"])
+    assert plan["replicas_needed"] is None and plan["trace"]["unattainable_windows"] == 2
+    assert plan["trace"]["gpu_hours_at_peak"] is None and plan["trace"]["cost_following_need"] is None
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--slo-itl", "1ms"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0 and "n/a: no window can be served" in result.stdout
+    assert "in 2 of 2 windows no replica count serves the requests" in result.stdout
+
+
+def test_a_trace_part_without_requests_is_one_error_line(tmp_path: Any) -> None:
+    trace = tmp_path / "gap.jsonl"  # a request at 0 s and one at 5 minutes
+    trace.write_text(
+        '{"timestamp": 0, "input_length": 100, "output_length": 10}\n'
+        '{"timestamp": 300000, "input_length": 100, "output_length": 10}\n'
+    )
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--start", "2m", "--duration", "2m"])
+    assert result.exit_code == 2 and "holds no request; nothing to size" in result.stderr, result.output
+    assert result.stderr.count("\n") == 1
 
 
 @pytest.mark.parametrize(

@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from inferscale.perf import replica_profile
-from inferscale.sim.policies.context import capacity_on_grid
+from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.sim.sizing import mean_lengths, size_curve
 from inferscale.sim.traces import RatePoint
 
@@ -16,7 +15,7 @@ SLO = (0.5, 0.05)
 
 
 def capacity(input_tokens: float, output_tokens: float) -> float:
-    return capacity_on_grid(PROFILE, input_tokens, output_tokens, *SLO)
+    return replica_capacity_rps(PROFILE, input_tokens, output_tokens, *SLO)
 
 
 def test_each_window_is_sized_at_its_rate_and_the_peak_is_held_for_the_whole_span() -> None:
@@ -59,3 +58,23 @@ def test_an_idle_window_needs_nothing_and_its_unknown_lengths_do_not_count() -> 
 def test_a_curve_without_requests_is_refused() -> None:
     with pytest.raises(ValueError, match="holds no request"):
         size_curve(PROFILE, [RatePoint(0.0, 0.0, None, None)], 60.0, *SLO)
+
+
+def test_each_window_is_sized_at_its_exact_lengths_as_plan_rps_sizes_one_load() -> None:
+    # odd lengths, which a rounded length grid would move: the count must be what `plan --rps` gives
+    profile = replica_profile("llama-3.1-70b", "h100-80gb", 2)
+    rate = 42.25
+    sizing = size_curve(profile, [RatePoint(0.0, rate, 1444.6, 135.0)], 60.0, *SLO)
+    assert sizing.windows[0].replicas == math.ceil(rate / replica_capacity_rps(profile, 1444.6, 135.0, *SLO))
+
+
+def test_a_window_longer_than_the_context_window_is_not_served_even_without_an_slo() -> None:
+    curve = [RatePoint(0.0, 1.0, 1000, 100), RatePoint(60.0, 1.0, 200_000, 100)]
+    sizing = size_curve(PROFILE, curve, 120.0, None, None)
+    assert [w.replicas for w in sizing.windows] == [1, None]
+
+
+def test_when_no_window_can_be_served_there_is_no_figure() -> None:
+    sizing = size_curve(PROFILE, [RatePoint(0.0, 5.0, 1000, 100)], 60.0, 0.5, 0.001)
+    assert sizing.peak.replicas is None
+    assert sizing.replica_hours_at_peak is None and sizing.replica_hours_following is None

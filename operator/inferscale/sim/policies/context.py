@@ -22,14 +22,6 @@ def _on_grid(tokens: float) -> float:
     return float(LENGTH_GRID ** math.ceil(math.log(tokens) / math.log(LENGTH_GRID) - 1e-9))
 
 
-def capacity_on_grid(
-    profile: ReplicaProfile, input_tokens: float, output_tokens: float, slo_ttft: float | None, slo_itl: float | None
-) -> float:
-    """One replica's request rate at the SLO at these mean lengths, taken on the length grid (0.0: the SLO
-    is unattainable)."""
-    return replica_capacity_rps(profile, _on_grid(input_tokens), _on_grid(output_tokens), slo_ttft, slo_itl)
-
-
 @dataclass(frozen=True)
 class PolicyContext:
     """`trace` is the future: only the oracle (and static-peak, which is defined by the trace's peak)
@@ -94,7 +86,9 @@ class PolicyContext:
 
     def capacity_rps(self, input_tokens: float, output_tokens: float) -> float:
         """One replica's request rate at the SLO for these mean lengths (0.0: the SLO is unattainable)."""
-        return capacity_on_grid(self.profile, input_tokens, output_tokens, self.slo_ttft, self.slo_itl)
+        return replica_capacity_rps(
+            self.profile, _on_grid(input_tokens), _on_grid(output_tokens), self.slo_ttft, self.slo_itl
+        )
 
     def replicas_for(self, rate_rps: float, input_tokens: float, output_tokens: float) -> int:
         """Fewest replicas that carry `rate_rps` at the SLO, before the min/max clamp."""
