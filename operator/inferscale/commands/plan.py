@@ -72,7 +72,7 @@ def build_plan(
     traffic: plan_trace.TraceLoad | None = None,
 ) -> dict[str, Any]:
     """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message.
-    With `traffic`, the one-request tables are at its mean lengths and the replicas at its busiest window."""
+    With `traffic`, the one-request tables are at its mean lengths and the replicas for its most demanding window."""
     if traffic is not None:
         if rps is not None:
             raise PlanInputError("give --rps or --trace, not both: the trace's windows are the load")
@@ -374,9 +374,9 @@ def plan(
         Path | None,
         typer.Option(
             "--trace",
-            help="Size for this traffic instead of --rps and lengths: each window at its own lengths, replicas "
-            "for the busiest, GPU-hours held at that peak and following the need (Azure CSV, Mooncake JSONL, "
-            "ServeGen CSV).",
+            help="Size for this traffic instead of --rps and lengths: each window at its own lengths, the "
+            "replicas the most demanding one needs, GPU-hours held at that need and following it (Azure CSV, "
+            "Mooncake JSONL, ServeGen CSV).",
         ),
     ] = None,
     fmt: FormatOpt = None,

@@ -9,12 +9,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from inferscale.commands import checks
+from inferscale.commands.replay_options import trace_window
 from inferscale.perf import ReplicaProfile
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.scenario import Scenario, expected_requests
 from inferscale.sim.sizing import CurveSizing, mean_lengths, size_curve
-from inferscale.sim.traces import TRACE_FORMATS, RatePoint, resolve_format
+from inferscale.sim.traces import RatePoint
 
 
 @dataclass(frozen=True)
@@ -30,18 +30,7 @@ def load(
 ) -> TraceLoad:
     """The trace's rate curve as `simulate --mode fluid` replays it. Raises InputError, or a ValueError
     (TraceError among them) with a message, also when the selected part holds no request."""
-    checks.trace_file(trace)
-    checks.trace_format(fmt, TRACE_FORMATS)
-    checks.positive_number("--rate-scale", rate_scale)
-    checks.positive_number("--time-scale", time_scale)
-    scenario = Scenario(
-        trace=trace,
-        fmt=resolve_format(trace, fmt),
-        rate_scale=rate_scale,
-        time_scale=time_scale,
-        start=checks.duration("--start", start) if start is not None else 0.0,
-        duration=checks.positive_duration("--duration", duration) if duration is not None else None,
-    )
+    scenario = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
     curve, span, _ = expected_requests(scenario)
     mean_in, mean_out = mean_lengths(curve, span)
     return TraceLoad(scenario, curve, span, (max(1, round(mean_in)), max(1, round(mean_out))))

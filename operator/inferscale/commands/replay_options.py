@@ -8,7 +8,9 @@ from typing import Annotated
 
 import typer
 
-from inferscale.sim.traces import TRACE_FORMATS
+from inferscale.commands import checks
+from inferscale.sim.scenario import Scenario
+from inferscale.sim.traces import TRACE_FORMATS, resolve_format
 
 REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
 
@@ -75,3 +77,22 @@ ModeOpt = Annotated[
         f"state), or auto: fluid above {REQUEST_LEVEL_LIMIT:,} requests.",
     ),
 ]
+
+
+def trace_window(
+    trace: Path, fmt: str | None, rate_scale: float, time_scale: float, start: str | None, duration: str | None
+) -> Scenario:
+    """The part of a trace the flags select, checked; the rest of the Scenario at its defaults."""
+    checks.trace_file(trace)
+    checks.trace_format(fmt, TRACE_FORMATS)
+    checks.positive_number("--rate-scale", rate_scale)
+    checks.positive_number("--time-scale", time_scale)
+    return Scenario(
+        trace=trace,
+        # Detected here rather than in the loaders so the JSON records the format that was used.
+        fmt=resolve_format(trace, fmt),
+        rate_scale=rate_scale,
+        time_scale=time_scale,
+        start=checks.duration("--start", start) if start is not None else 0.0,
+        duration=checks.positive_duration("--duration", duration) if duration is not None else None,
+    )

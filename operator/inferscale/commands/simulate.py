@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
@@ -41,6 +42,7 @@ from inferscale.commands.replay_options import (
     TpOpt,
     TraceOpt,
     WorkersOpt,
+    trace_window,
 )
 from inferscale.perf import PerfError, model_spec
 from inferscale.scaling.durations import format_duration
@@ -62,7 +64,7 @@ from inferscale.sim.scenario import (
     prepare,
     prepare_fluid,
 )
-from inferscale.sim.traces import TRACE_FORMATS, TraceError, resolve_format
+from inferscale.sim.traces import TraceError
 
 MODES = ("auto", "request", "fluid")
 EXPLAINED = Inferscale.name  # the policy whose decisions carry a reason and a message
@@ -201,11 +203,8 @@ def build_scenario(
     scale_down_release: str | None = None,
     start: str | None = None,
 ) -> Scenario:
-    checks.trace_file(trace)
-    checks.trace_format(fmt, TRACE_FORMATS)
+    window = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
     checks.seed(seed)
-    checks.positive_number("--rate-scale", rate_scale)
-    checks.positive_number("--time-scale", time_scale)
     checks.tensor_parallel(tp)
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     if capacity_utilization is not None:
@@ -215,14 +214,8 @@ def build_scenario(
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
         raise SimulateInputError(f"--time-to-ready: {e}") from None
-    return Scenario(
-        trace=trace,
-        # Detected here rather than in the loaders so the JSON records the format that was used.
-        fmt=resolve_format(trace, fmt),
-        rate_scale=rate_scale,
-        time_scale=time_scale,
-        duration=checks.positive_duration("--duration", duration) if duration is not None else None,
-        start=checks.duration("--start", start) if start is not None else 0.0,
+    return replace(
+        window,
         model=model,
         gpu=gpu,
         tp=tp,

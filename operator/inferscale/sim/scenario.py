@@ -125,12 +125,10 @@ def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0, start=s.start)
     if len(whole) > 1:
         step = whole[1].t - whole[0].t
-    elif resolve_format(s.trace, s.fmt) != "servegen":
-        step = 60.0
-    elif s.start > 0:  # the file's last window: as long as the file's windows
+    elif resolve_format(s.trace, s.fmt) == "servegen":  # one window left: as long as the file's windows
         step = _servegen_step(s)
-    else:  # a ServeGen file of one window: the loader's 10 minutes
-        step = 600.0 / s.time_scale
+    else:
+        step = 60.0
     end = whole[-1].t + step if whole else 0.0
     duration = end if s.duration is None else min(s.duration, end)
     curve = [p for p in whole if p.t < duration]
@@ -141,7 +139,9 @@ def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
 
 
 def _servegen_step(s: Scenario) -> float:
-    whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0)
+    """A ServeGen window's length on the scaled axis: the file's spacing, or the loader's 10 minutes for a file of
+    one window."""
+    whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0) if s.start else []
     return whole[1].t - whole[0].t if len(whole) > 1 else 600.0 / s.time_scale
 
 

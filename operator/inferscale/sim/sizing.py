@@ -54,10 +54,9 @@ class CurveSizing:
     def replica_hours_following(self) -> float | None:
         """Replica-hours of a fleet that has each window's need exactly for that window, over the windows
         that can be served (None: none can)."""
-        served = [w for w in self.windows if w.replicas is not None]
-        if not served or self.peak.replicas is None:
+        if self.peak.replicas is None:  # the peak is a served window whenever one is
             return None
-        return sum((w.replicas or 0) * w.length for w in served) / 3600.0
+        return sum((w.replicas or 0) * w.length for w in self.windows) / 3600.0
 
     @property
     def replica_hours_at_peak(self) -> float | None:

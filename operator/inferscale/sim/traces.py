@@ -277,7 +277,7 @@ def _cut(
     """The requests of [start, start + duration), on a time axis that begins at `start`."""
     if start > 0:
         if start >= span:
-            raise TraceError(f"{path}: --start {_exact(start)} is at or past the trace's end ({_exact(span)} in)")
+            raise _past_end(path, start, span)
         keep = arrays.arrival >= start
         arrays = RequestArrays(arrays.arrival[keep] - start, arrays.input_tokens[keep], arrays.output_tokens[keep])
         span -= start
@@ -296,7 +296,7 @@ def _servegen_from(path: Path, curve: list[RatePoint], win: float, start: float)
         return curve
     end = len(curve) * win
     if start >= end - START_TOLERANCE:
-        raise TraceError(f"{path}: --start {_exact(start)} is at or past the trace's end ({_exact(end)} in)")
+        raise _past_end(path, start, end)
     first = round(start / win)
     if abs(first * win - start) > START_TOLERANCE:
         below = math.floor(start / win) * win
@@ -305,6 +305,10 @@ def _servegen_from(path: Path, curve: list[RatePoint], win: float, start: float)
             f"the replay's time axis, and the nearest boundaries are {_exact(below)} and {_exact(below + win)}"
         )
     return [pt._replace(t=pt.t - curve[first].t) for pt in curve[first:]]
+
+
+def _past_end(path: Path, start: float, end: float) -> TraceError:
+    return TraceError(f"{path}: --start {_exact(start)} is at or past the trace's end ({_exact(end)} in)")
 
 
 def _exact(seconds: float) -> str:
