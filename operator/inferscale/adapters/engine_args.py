@@ -30,8 +30,18 @@ def _value(tokens: list[str], flag: str) -> int | None:
                 text = tok[len(spelling) + 1 :]
             else:
                 continue
-            return int(text) if text.isdigit() and int(text) > 0 else None
+            return _positive_int(text)
     return None
+
+
+def _positive_int(text: str) -> int | None:
+    """The value as vLLM's argparse reads it (`int()`: '+8', '1_024' and other scripts' digits pass;
+    '²' is a digit int() refuses, which took down every tick of the service)."""
+    try:
+        value = int(text)
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def engine_limits(deployment: Mapping[str, Any] | None, engine: str = "vllm") -> dict[str, int]:

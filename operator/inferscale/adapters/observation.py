@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from inferscale.adapters.prometheus import VLLM, FleetSnapshot, PodSeries
+from inferscale.adapters.prometheus import SGLANG_GAUGES, VLLM, FleetSnapshot, PodSeries
 from inferscale.scaling.histogram import histogram_quantile
 from inferscale.scaling.types import MetricsState, Observation
 
@@ -25,6 +25,13 @@ class Workload:
     ready_pods: frozenset[str]
     pending_replicas: int = 0
     capacity_blocked_replicas: int = 0
+
+
+def _gauge_name(family: str, engine: str) -> str:
+    """A gauge as the engine names it, for messages (series are kept under vLLM's names)."""
+    if engine == VLLM:
+        return family
+    return next((theirs for theirs, ours in SGLANG_GAUGES.items() if ours == family), family)
 
 
 def _sum(series: Iterable[PodSeries], family: str) -> float | None:
@@ -58,7 +65,15 @@ def _named(snapshot: FleetSnapshot, workload: Workload, model_name: str | None) 
 
 
 def _fresh(s: PodSeries, at: float, stale_after: float) -> bool:
-    return "sample_time" not in s.values or at - s.values["sample_time"] <= stale_after
+    """Dated within `stale_after`. A pod without a sample time has gauges of unknown age: Prometheus's
+    lookback can return minutes-old values, and a scale-down must not rest on them."""
+    return "sample_time" in s.values and at - s.values["sample_time"] <= stale_after
+
+
+def _reports(s: PodSeries, at: float, stale_after: float) -> bool:
+    """Fresh, with both gauges a scale-down rests on. A pod with the KV cache but no queue (or the
+    reverse) counted among the reporting pods would add nothing to the sum, as if it held 0 waiting."""
+    return _fresh(s, at, stale_after) and KV in s.values and WAITING in s.values
 
 
 def pod_loads(
@@ -97,7 +112,7 @@ def observe(
     mine = [s for s in named if engine in s.dialects]
     sample_times = [s.values["sample_time"] for s in mine if "sample_time" in s.values]
     newest = max(sample_times) if sample_times else None
-    fresh = [s for s in mine if _fresh(s, snapshot.at, stale_after) and (KV in s.values or WAITING in s.values)]
+    fresh = [s for s in mine if _reports(s, snapshot.at, stale_after)]
     ready = len(workload.ready_pods)
     if not mine:
         hint = f" with model_name={model_name!r}" if model_name else ""
@@ -117,7 +132,15 @@ def observe(
         if "gauges" in snapshot.failed:
             why = _failed_query(snapshot, "gauges", "KV cache and queue are unknown")
             return replace(base, state=MetricsState.STALE, newest_sample_at=newest), why
-        age = snapshot.at - newest if newest is not None else float("nan")
+        timely = [s for s in mine if _fresh(s, snapshot.at, stale_after)]
+        if timely:
+            lacking = sorted({_gauge_name(g, engine) for s in timely for g in (KV, WAITING) if g not in s.values})
+            why = f"{len(timely)} Ready pod(s) report fresh samples without {' or '.join(lacking)}"
+            return replace(base, state=MetricsState.MISSING, newest_sample_at=newest), why
+        if newest is None:
+            why = f"no Ready pod reports {_gauge_name(RUNNING, engine)}, whose timestamp dates the gauges"
+            return replace(base, state=MetricsState.STALE), why
+        age = snapshot.at - newest
         return (
             replace(base, state=MetricsState.STALE, newest_sample_at=newest),
             f"the newest engine sample is {age:.0f}s old (staleAfter {stale_after:.0f}s)",

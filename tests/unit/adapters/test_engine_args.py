@@ -26,6 +26,8 @@ def deployment(*containers: dict[str, Any]) -> dict[str, Any]:
         ),
         ({"args": ["--max-num-seqs", "lots", "--max-num-batched-tokens", "0"]}, {}),  # vLLM's defaults then
         ({"args": ["--max-num-seqs"]}, {}),  # a flag without its value
+        ({"args": ["--max-num-seqs", "²", "--max-num-batched-tokens", "-5"]}, {}),  # a digit int() refuses
+        ({"args": ["--max-num-seqs=1_024"]}, {"max_num_seqs": 1024}),  # what argparse's int() reads
         ({"command": ["sh", "-c", "vllm serve 'm --max-num-seqs 8"]}, {"max_num_seqs": 8}),  # unbalanced quote
         ({"args": ["--model", "m"]}, {}),
     ],

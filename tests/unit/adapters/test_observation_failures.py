@@ -1,5 +1,6 @@
 """One failed Prometheus query among answered ones: the observation holds, and says which query failed."""
 
+from dataclasses import replace
 from typing import Any
 
 from tests.unit.adapters.test_observation import NOW, W, healthy, sample, snapshot
@@ -39,3 +40,40 @@ def test_a_failed_gauges_query_names_the_query_instead_of_a_sample_age() -> None
     obs, why = observe(_snapshot(healthy(), "gauges"), W, "m", 60.0)
     assert obs.state is MetricsState.STALE
     assert "gauges" in why and "failed" in why and "old" not in why
+
+
+def _gauges(values: dict[str, dict[str, float | str]]) -> list[dict[str, Any]]:
+    return [sample(p, v, __name__=name) for p, by_name in values.items() for name, v in by_name.items()]
+
+
+def test_a_pod_missing_the_queue_gauge_is_not_counted_as_an_idle_one() -> None:
+    answers = healthy()
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers["gauges"] = _gauges({"p0": {kv: 0.3, waiting: 0, running: 3}, "p1": {kv: 0.3, waiting: "NaN", running: 3}})
+    obs, why = observe(snapshot(answers), W, "m", 60.0)
+    assert obs.state is MetricsState.PARTIAL and obs.pods_reporting == 1 and obs.waiting == 0
+    assert "1 of 2" in why
+    # p1's queue is unknown, not empty: a light load on p0 must not shrink the fleet through a window
+    state = ScalerState(recommendations=(TimedReplicas(NOW - 900, 2),))
+    for t in range(0, 420, 15):
+        d = decide(replace(obs, at=NOW + t, newest_sample_at=NOW + t - 2), Policy(1, 8), state, NOW + t)
+        assert d.replicas == 2, d.message
+        state = d.state
+
+
+def test_pods_lacking_a_gauge_everywhere_are_missing_and_named() -> None:
+    answers = healthy()
+    answers["gauges"] = _gauges({p: {"vllm:kv_cache_usage_perc": 0.3} for p in ("p0", "p1")})
+    obs, why = observe(snapshot(answers), W, "m", 60.0)
+    assert obs.state is MetricsState.MISSING and obs.waiting is None
+    assert "without vllm:num_requests_waiting" in why
+
+
+def test_gauges_without_a_sample_time_are_of_unknown_age() -> None:
+    answers = healthy()
+    answers["sample_time"] = [sample("p0", NOW - 2)]  # p1's gauges could be Prometheus's lookback
+    obs, _ = observe(snapshot(answers), W, "m", 60.0)
+    assert obs.state is MetricsState.PARTIAL and obs.pods_reporting == 1
+    answers["sample_time"] = []
+    obs, why = observe(snapshot(answers), W, "m", 60.0)
+    assert obs.state is MetricsState.STALE and "vllm:num_requests_running" in why
