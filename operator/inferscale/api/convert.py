@@ -146,19 +146,22 @@ def noting_a_missing_prior(policy: Policy, model: ModelRef) -> Policy:
     """The policy with a note on why the capacity prior is missing when the spec named a profile: the
     perf model finds no load at which one replica meets the SLO. Without it the capacity signal would
     vanish from the decision unexplained."""
-    if model.profile is None or policy.capacity_prior_rps is not None:
+    if model.profile is None or policy.capacity_prior_rps is not None or policy.capacity_note is not None:
         return policy
+    return replace(policy, capacity_note=_no_prior_note(policy, model, ""))
+
+
+def _no_prior_note(policy: Policy, model: ModelRef, lengths: str) -> str:
     slo = " and ".join(
         f"{name} {format_duration(value)}"
         for name, value in (("TTFT P95", policy.slo_ttft_p95), ("mean ITL", policy.slo_itl_mean))
         if value is not None
     )
-    note = (
+    return (
         f"capacity: no prior, as one {model.profile} replica on {model.gpu} (TP {model.tensor_parallel}) cannot "
-        f"meet {slo} at any load per the perf model; the capacity signal waits for a capacity learned while the "
-        "SLO holds"
+        f"meet {slo}{lengths} at any load per the perf model; the capacity signal waits for a capacity learned "
+        "while the SLO holds"
     )
-    return replace(policy, capacity_note=note)
 
 
 def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Policy:
@@ -174,4 +177,9 @@ def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Po
         # The spec's own profile was validated with the typical lengths; lengths the engines report that
         # the model cannot take leave the spec's prior in place rather than stopping this service's tick.
         return policy
-    return replace(policy, capacity_prior_rps=fitted or policy.capacity_prior_rps)
+    if fitted is None:
+        # The prior at the typical lengths would size these requests as if they were short: unknown, not
+        # that (30,000-token prompts read 36 req/s per replica where 16,000-token ones read 2).
+        at = f" at the {lengths[0]:,.0f}-token prompts and {lengths[1]:,.0f}-token outputs the engines report"
+        return replace(policy, capacity_prior_rps=None, capacity_note=_no_prior_note(policy, model, at))
+    return replace(policy, capacity_prior_rps=fitted)

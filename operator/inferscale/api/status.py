@@ -139,6 +139,11 @@ class InferenceServiceStatus(BaseModel):
     last_scale_time: str | None = Field(default=None, description="When the operator last scaled (RFC 3339).")
     observed_generation: int | None = Field(default=None, description="Spec generation last acted upon.")
     target_name: str | None = Field(default=None, description="Name of the Deployment scaled.")
+    target_uid: str | None = Field(
+        default=None,
+        alias="targetUID",
+        description="UID of the Deployment scaled: the decision state in `scaler` is that Deployment's.",
+    )
     observed: Observed | None = Field(default=None, description="Last observation.")
     recommendations: list[StatusRecommendation] | None = Field(default=None, description="Per-signal counts.")
     forecast: Forecast | None = Field(default=None, description="Demand forecast.")

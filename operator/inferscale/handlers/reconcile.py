@@ -51,8 +51,10 @@ from inferscale.handlers.status import (
     observed,
     prefill_condition,
     recommendations,
+    recreate_count,
     refresh_due,
     slo_condition,
+    target_changed,
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
@@ -286,7 +288,14 @@ async def _ensure_managed(
             msg = f"could not create Deployment {name}: {e}"
             await _problem(rt, body, now, [Condition("Ready", "False", "CreateFailed", msg)], "CreateFailed", msg)
             return None
-        await post_event(rt, body, "Normal", "Created", f"created Deployment {name}", now)
+        await post_event(
+            rt,
+            body,
+            "Normal",
+            "Created",
+            f"created Deployment {name} with {initial_replicas} replica{'' if initial_replicas == 1 else 's'}",
+            now,
+        )
         return created
     if not _owned_by(deployment, uid):
         msg = f"Deployment {name} exists and is not owned by this InferenceService; refusing to adopt it"
@@ -358,7 +367,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if tick.kube_error is not None:
         return None  # without a fresh view of the cluster, acting could undo someone else's change
     if managed:
-        deployment = await _ensure_managed(rt, body, now, spec, policy.min_replicas, deployment)
+        initial = recreate_count(status, policy.min_replicas, policy.max_replicas)
+        deployment = await _ensure_managed(rt, body, now, spec, initial, deployment)
         if deployment is None:
             return None
     elif deployment is None:
@@ -366,6 +376,14 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         await _problem(rt, body, now, [Condition("Ready", "False", "TargetNotFound", msg)], "TargetNotFound", msg)
         return None
 
+    if (deployment.get("spec") or {}).get("replicas") == 0:
+        # replicas.min is at least 1, so zero is a person's (draining a bad model): HPA's rule, hands off
+        msg = (
+            f"Deployment {target} is scaled to 0 replicas, which inferscale never does: it is left alone, "
+            "as HPA leaves one; scale it to 1 or more to hand it back"
+        )
+        await _problem(rt, body, now, [Condition("Ready", "False", "ScalingDisabled", msg)], "ScalingDisabled", msg)
+        return None
     advisory = spec.mode == "Advisory"
     others = conflicting_autoscalers(ns, "Deployment", target, tick.hpas, tick.scaled_objects)
     others += _competing_services(tick, body, target, every=advisory)
@@ -383,7 +401,11 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         )
     pods = tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector"))
     ts = target_state(deployment, pods, now)
-    prior = state_from_status(status.get("scaler"))
+    moved = target_changed(status, target, ts.uid)
+    prior = state_from_status(None if moved else status.get("scaler"))
+    if moved:
+        msg = f"{moved}: the decision state starts afresh (a scale-down from {ts.replicas} waits a window)"
+        await post_event(rt, body, "Normal", "TargetChanged", msg, now)
     ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
     state = replace(prior, time_to_ready=ttr)
     workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
@@ -524,6 +546,7 @@ async def _write(
         "desiredReplicas": decision.replicas,
         "observedGeneration": meta.get("generation"),
         "targetName": target,
+        "targetUID": ts.uid,
         "observed": observed(obs, why),
         "recommendations": recommendations(decision),
         "forecast": {

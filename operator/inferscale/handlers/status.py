@@ -225,3 +225,27 @@ def refresh_due(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> b
         return False
     written = parse_time((old.get("decision") or {}).get("at"))
     return written is None or not 0 <= now - written < STATUS_REFRESH
+
+
+def target_changed(status: Mapping[str, Any], target: str, uid: str | None) -> str | None:
+    """Why the decision state in status belongs to another Deployment than the one scaled now, or None.
+    After scaleTargetRef moves (a blue/green cut-over) or the Deployment is recreated under its name (a
+    Helm reinstall), the old one's recommendations would let the first tick scale the new one down at
+    once; a fresh state holds its count through the scale-down window. A status without the fields
+    (written before they existed) is taken as this Deployment's."""
+    kept_name, kept_uid = status.get("targetName"), status.get("targetUID")
+    if isinstance(kept_name, str) and kept_name != target:
+        return f"scaleTargetRef moved from Deployment {kept_name} to {target}"
+    if isinstance(kept_uid, str) and uid is not None and kept_uid != uid:
+        return f"Deployment {target} was recreated"
+    return None
+
+
+def recreate_count(status: Mapping[str, Any], low: int, high: int) -> int:
+    """Replicas to create a managed Deployment with: the count it last had when it is recreated (deleted by
+    hand or by a GitOps prune, it should come back serving its traffic, not at the minimum for a
+    time-to-ready), within the bounds; the minimum the first time."""
+    last = status.get("replicas")
+    if isinstance(last, bool) or not isinstance(last, int) or last < 0:
+        return low
+    return min(max(last, low), high)

@@ -13,6 +13,7 @@ from inferscale.handlers.collector import Tick
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.reconcile import reconcile
 from inferscale.handlers.runtime import Runtime
+from inferscale.scaling.types import Reason
 
 NOW = 1_800_000_000.0
 
@@ -264,6 +265,60 @@ def saturated_tick(ready: int, at: float) -> Tick:
     return t
 
 
+def idle_tick(ready: int, at: float) -> Tick:
+    """`ready` Ready pods with a nearly empty KV cache and no queue: one replica would do."""
+    t = saturated_tick(ready, at)
+    for series in t.fleet[()].pods.values():
+        series.values.update({"vllm:kv_cache_usage_perc": 0.05, "vllm:num_requests_waiting": 0.0, "requests": 0.1})
+    return t
+
+
+OLD_STATE = {"scaler": {"recommendations": [{"at": NOW - 900, "replicas": 1}], "scaleEvents": []}}
+
+
+@pytest.mark.parametrize(
+    ("kept", "news"),
+    [
+        ({"targetName": "llm-blue"}, "moved from Deployment llm-blue to llm"),  # a blue/green cut-over
+        ({"targetName": "llm", "targetUID": "d0"}, "Deployment llm was recreated"),  # a Helm reinstall
+    ],
+)
+async def test_another_deployments_decision_state_does_not_scale_the_new_one_down(
+    kept: dict[str, str], news: str
+) -> None:
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}}
+    kube = FakeKube()
+    await reconcile(runtime(kube), idle_tick(8, NOW), svc(spec, {**OLD_STATE, **kept}))
+    assert kube.scales() == []
+    (event,) = [e for e in kube.events() if e["reason"] == "TargetChanged"]
+    assert news in event["message"]
+    status = kube.statuses()[-1]
+    assert (status["targetName"], status["targetUID"]) == ("llm", "d1")
+    # the same state on its own Deployment is honoured: that window asked for 1 all along
+    again = FakeKube()
+    await reconcile(runtime(again), idle_tick(8, NOW), svc(spec, {**OLD_STATE, "targetName": "llm", "targetUID": "d1"}))
+    assert again.scales() and again.scales()[0] < 8
+    assert not [e for e in again.events() if e["reason"] == "TargetChanged"]
+
+
+async def test_a_deployment_scaled_to_zero_by_hand_is_left_alone_until_scaled_back() -> None:
+    spec = {**GOOD, "replicas": {"min": 2, "max": 8}}
+    zero = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": 0}}
+    kube, body = FakeKube(), svc(spec)
+    rt = runtime(kube)
+    for at in (NOW, NOW + 10):
+        await reconcile(rt, tick(at=at, deployments={("ns", "llm"): zero}), body)
+        body = svc(spec, merged({}, {"status": kube.statuses()[-1]})["status"])
+    assert kube.scales() == []
+    (event,) = [e for e in kube.events() if e["reason"] == "ScalingDisabled"]
+    assert "scaled to 0" in event["message"]
+    (ready,) = [c for c in kube.statuses()[-1]["conditions"] if c["type"] == "Ready"]
+    assert (ready["status"], ready["reason"]) == ("False", "ScalingDisabled")
+    await reconcile(rt, tick(at=NOW + 20), body)  # scaled back to 2 by hand: decided on again
+    (ready,) = [c for c in kube.statuses()[-1]["conditions"] if c["type"] == "Ready"]
+    assert ready["reason"] != "ScalingDisabled" and "decision" in kube.statuses()[-1]
+
+
 async def test_an_operator_killed_between_the_scale_and_its_status_keeps_the_rate_limit_when_restarted() -> None:
     spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
     kube = KilledAfterScaling()
@@ -443,6 +498,17 @@ async def test_the_managed_deployment_is_created_and_updated_with_strict_field_v
     assert len([e for e in kube.events() if e["reason"] == "UpdateFailed"]) == 2  # a new template: news
 
 
+@pytest.mark.parametrize(("status", "replicas"), [({}, 1), ({"replicas": 6}, 6), ({"replicas": 40}, 8)])
+async def test_a_deleted_managed_deployment_comes_back_with_the_replicas_it_had(
+    status: dict[str, Any], replicas: int
+) -> None:
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(deployments={}), svc({**MANAGED, "replicas": {"min": 1, "max": 8}}, status))
+    (created,) = [b for m, p, b in kube.calls if m == "POST" and p.endswith("/deployments")]
+    assert created["spec"]["replicas"] == replicas
+    assert any(e["reason"] == "Created" and f"with {replicas} replica" in e["message"] for e in kube.events())
+
+
 async def test_the_older_of_two_services_on_one_target_wins() -> None:
     older = svc(GOOD)
     newer = svc({**GOOD, "replicas": {"min": 3, "max": 4}})
@@ -495,8 +561,8 @@ def engine_sample(pod: str, value: float, **labels: str) -> dict[str, Any]:
     return {"metric": {"namespace": "ns", "pod": pod, "model_name": "m", **labels}, "value": [NOW, str(value)]}
 
 
-def long_prompt_fleet(pod: str, rate: float = 2.0) -> FleetSnapshot:
-    """One Ready pod finishing `rate` requests/s of 15,000-token prompts and 149-token answers."""
+def long_prompt_fleet(pod: str, rate: float = 2.0, prompt: float = 15000.0) -> FleetSnapshot:
+    """One Ready pod finishing `rate` requests/s of `prompt`-token prompts and 149-token answers."""
     pods: dict[tuple[str, str, str], PodSeries] = {}
     answers = {
         "gauges": [
@@ -506,7 +572,7 @@ def long_prompt_fleet(pod: str, rate: float = 2.0) -> FleetSnapshot:
         ],
         "sample_time": [engine_sample(pod, NOW - 2)],
         "requests": [engine_sample(pod, rate)],
-        "prompt_tokens": [engine_sample(pod, 15000.0 * rate)],
+        "prompt_tokens": [engine_sample(pod, prompt * rate)],
         "generation_tokens": [engine_sample(pod, 149.0 * rate)],
     }
     for name, result in answers.items():
@@ -518,9 +584,9 @@ LONG_SPEC = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}, "slo": {
 POD = "llm-7d9f8c6b5-x2x4q"
 
 
-def long_prompt_tick(rate: float = 2.0, **kw: Any) -> Tick:
+def long_prompt_tick(rate: float = 2.0, prompt: float = 15000.0, **kw: Any) -> Tick:
     t = tick(pods={"ns": [ready_pod(POD)]}, **kw)
-    t.fleet[()] = long_prompt_fleet(POD, rate)
+    t.fleet[()] = long_prompt_fleet(POD, rate, prompt)
     return t
 
 
@@ -587,6 +653,18 @@ async def test_a_profile_that_cannot_meet_the_slo_says_why_the_capacity_signal_i
     reachable = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}}
     await reconcile(runtime(kube), saturated_tick(2, NOW), svc(reachable))
     assert "no prior" not in kube.statuses()[-1]["decision"]["message"]
+
+
+async def test_requests_too_long_for_the_slo_leave_the_capacity_prior_unknown_not_the_typical_ones() -> None:
+    # at 30,000-token prompts no load meets a 500 ms TTFT; the prior at 1,000-token ones (36 req/s per
+    # replica) would size them as short requests
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b"}}
+    kube = FakeKube()
+    decision = await reconcile(runtime(kube), long_prompt_tick(prompt=30000.0), svc(spec))
+    assert decision is not None
+    message = kube.statuses()[-1]["decision"]["message"]
+    assert "capacity: no prior" in message and "30,000-token prompts" in message
+    assert Reason.CAPACITY not in {r.signal for r in decision.recommendations}
 
 
 class VersionedKube(FakeKube):
