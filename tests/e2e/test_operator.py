@@ -26,6 +26,7 @@ from tests.e2e.infsvc import (
     scale_up_status,
     service,
     status,
+    status_where,
     waiting_seen,
 )
 from tests.e2e.operator_proc import OperatorProcess
@@ -518,3 +519,67 @@ def test_n_a_scale_down_removes_the_pod_holding_the_fewest_requests_not_the_newe
 
     eventually(lambda: annotations(mine) == {}, 30, f"inferscale's cost taken off {mine}")
     assert annotations(users) == {COST: "99", "inferscale.dev/pod-deletion-cost": "12"}
+
+
+def test_o_a_deployment_recreated_under_its_name_starts_afresh_instead_of_on_the_old_ones_window(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    window = 30.0
+    four_at_low_load(cluster, namespace, target, window, 10.0, "Hold")
+    operator.start()
+    # a scale-down after the window: the state now holds a whole window of recommendations for fewer
+    eventually(lambda: replicas(cluster, namespace) < 4, window + 4 * TICK, "the old Deployment's scale-down")
+    old = status(cluster, namespace)["targetUID"]
+    # a Helm reinstall: the same name, a new object, at the count its chart gives
+    cluster.kubectl("delete", "deployment", "llm", "-n", namespace)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 4, 1))
+    eventually(lambda: events(cluster, namespace, "TargetChanged"), 60, "a TargetChanged Event")
+    st = status_where(cluster, namespace, lambda s: s.get("targetUID") not in (None, old), 30, "the new UID")
+    assert st["targetName"] == "llm"
+    # carried over, the old window would scale the new 4 down at the next tick
+    held = sample_replicas(cluster, namespace, window - 2 * TICK)
+    assert {n for _, n in held} == {4}, held
+
+
+def test_p_a_deployment_scaled_to_zero_by_hand_is_left_alone_until_scaled_back(
+    cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
+) -> None:
+    target.set(kv=0.3, waiting=0, running=2)
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 2, "max": 8}))
+    operator.start()
+    eventually(lambda: replicas(cluster, namespace) == 2, 40, "the minimum of 2")
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=0")
+    eventually(
+        lambda: (condition(status(cluster, namespace), "Ready") or {}).get("reason") == "ScalingDisabled",
+        30,
+        "Ready=False, ScalingDisabled",
+    )
+    assert events(cluster, namespace, "ScalingDisabled")
+    left = sample_replicas(cluster, namespace, 3 * TICK)
+    assert {n for _, n in left} == {0}, left
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=1")
+    eventually(lambda: replicas(cluster, namespace) == 2, 40, "the minimum again, once handed back")
+
+
+def test_q_a_deleted_managed_deployment_comes_back_with_the_replicas_it_had(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    template = {
+        "metadata": {"labels": {"app": "managed"}},
+        "spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]},
+    }
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("managed", target=None, template=template))
+    operator.start()
+    eventually(lambda: status(cluster, namespace, "managed").get("replicas") == 1, 40, "the managed Deployment at 1")
+    # no engine metrics here: the operator holds whatever count it finds
+    cluster.kubectl("scale", "deployment", "managed", "-n", namespace, "--replicas=3")
+    eventually(lambda: status(cluster, namespace, "managed").get("replicas") == 3, 30, "status to see 3")
+    old = cluster.kubectl_json("get", "deployment", "managed", "-n", namespace)["metadata"]["uid"]
+    cluster.kubectl("delete", "deployment", "managed", "-n", namespace)
+
+    def recreated() -> dict[str, Any] | None:
+        dep = cluster.kubectl("get", "deployment", "managed", "-n", namespace, "-o", "json", check=False)
+        body: dict[str, Any] | None = json.loads(dep.stdout) if dep.returncode == 0 else None
+        return body if body and body["metadata"]["uid"] != old else None
+
+    assert eventually(recreated, 30, "the managed Deployment, recreated")["spec"]["replicas"] == 3
