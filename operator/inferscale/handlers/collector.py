@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -33,6 +34,12 @@ from inferscale.scaling.types import Policy
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
+# Kept beyond the two seasons: the seasonal forecast needs the history to span them whole, and a buffer of
+# exactly two days' points falls short by one missed or extra sample.
+HISTORY_MARGIN = 3600.0
+# A history whose newest point is older than this has stopped (its range queries fail while the instant
+# ones answer): its recent peak and trend are not today's.
+HISTORY_STALE = 10 * HISTORY_STEP
 Selector = tuple[tuple[str, str], ...]
 # (selector group, namespace, model, Deployment); Deployment None: the sum over the model's Deployments
 HistoryKey = tuple[Selector, str, str, str | None]
@@ -169,6 +176,20 @@ def wants_tpot(tick: Tick) -> bool:
     return any(not isinstance(p := tick.parsed(svc), InvalidSpec) and p[1].slo_tpot_p95 for svc in tick.services)
 
 
+def history_window(until: float | None, now: float) -> tuple[float, float] | None:
+    """The next rate-history range query's (start, end), on a grid of whole `HISTORY_STEP`s since the epoch,
+    or None when no new point of it is due. A query starts one step after the last one's end, so answers
+    never put two points seconds apart: started at the previous tick's time, each query moved the grid by
+    the tick's overrun, every few hours a point landed 1-10 s after another, and the buffer's two days
+    shrank under the span the seasonal forecast needs. After failed queries it starts no earlier than the
+    span: a range that grew with each failure would pass Prometheus's 11,000 points per series and fail on."""
+    first = math.ceil((now - HISTORY_SPAN - HISTORY_MARGIN) / HISTORY_STEP) * HISTORY_STEP
+    start = first if until is None else max(until + HISTORY_STEP, first)
+    if start > now:
+        return None
+    return start, start + math.floor((now - start) / HISTORY_STEP) * HISTORY_STEP
+
+
 class Collector:
     def __init__(
         self,
@@ -273,11 +294,12 @@ class Collector:
         metrics.TICK_PHASE.labels("history").observe(time.monotonic() - started)
 
     async def _extend_history(self, sel: Selector, now: float) -> None:
-        start = self._history_until.get(sel, now - HISTORY_SPAN)
-        if now - start < HISTORY_STEP:
+        window = history_window(self._history_until.get(sel), now)
+        if window is None:
             return
+        start, end = window
         try:
-            series = await self.prom.rate_history(start, now, HISTORY_STEP, dict(sel))
+            series = await self.prom.rate_history(start, end, HISTORY_STEP, dict(sel))
         except Exception as e:  # the forecast degrades to the recent peak; never fatal
             metrics.PROMETHEUS_ERRORS.inc()
             self.log.warning("rate history query failed: %s", self.prom.describe(e))
@@ -292,7 +314,7 @@ class Collector:
                 total[at] = total.get(at, 0.0) + value
         for (ns, model), total in totals.items():
             self._series((sel, ns, model, None)).extend(sorted(total.items()))
-        self._history_until[sel] = now
+        self._history_until[sel] = end
         # a deleted Deployment's history would otherwise stay for as long as the operator runs
         idle = [key for key, h in self.history.items() if key[0] == sel and (not h or h[-1].at < now - HISTORY_SPAN)]
         for key in idle:
@@ -301,7 +323,7 @@ class Collector:
     def _series(self, key: HistoryKey) -> RateHistory:
         series = self.history.get(key)
         if series is None:
-            series = self.history[key] = RateHistory(int(HISTORY_SPAN / HISTORY_STEP) + 2)
+            series = self.history[key] = RateHistory(int((HISTORY_SPAN + HISTORY_MARGIN) / HISTORY_STEP) + 1)
         return series
 
     async def refresh(self) -> Tick:

@@ -36,7 +36,7 @@ from inferscale.api.convert import (
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
-from inferscale.handlers.collector import Tick, as_selector
+from inferscale.handlers.collector import HISTORY_STALE, Tick, as_selector
 from inferscale.handlers.runtime import Runtime, post_event
 from inferscale.handlers.scale_down import steer_scale_down
 from inferscale.handlers.status import (
@@ -222,14 +222,16 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str, every:
 
 
 def _history(
-    rt: Runtime, selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str]
+    rt: Runtime, selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str], now: float
 ) -> Sequence[RateSample]:
     """The target's own rate history, read in place; the model's total in the namespace when its pod names
     do not say their Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not.
-    Empty when there is none: a new Deployment does not inherit another's traffic."""
+    Empty when there is none (a new Deployment does not inherit another's traffic) or it has stopped: the
+    forecast is then unknown, and the observed rate sizes alone."""
     names = list(pods)
     own = not names or any(deployment_of(p) == target for p in names)
-    return rt.history.get((as_selector(selector), ns, model, target if own else None)) or ()
+    history = rt.history.get((as_selector(selector), ns, model, target if own else None)) or ()
+    return history if history and history[-1].at >= now - HISTORY_STALE else ()
 
 
 async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState, now: float) -> bool:
@@ -425,7 +427,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
             spec.engine,
         ),
     )
-    rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
+    rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods, now)
     decision = decide(obs, policy, state, now, rates)
 
     acted = ahead = False

@@ -1,9 +1,10 @@
 """The collector's tick: which PromQL it asks for, from what the lists say."""
 
+import itertools
 from typing import Any
 
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
-from inferscale.handlers.collector import HISTORY_SPAN, Collector
+from inferscale.handlers.collector import HISTORY_MARGIN, HISTORY_SPAN, HISTORY_STEP, Collector, history_window
 from inferscale.scaling.types import RateSample
 
 
@@ -161,3 +162,40 @@ async def test_a_prometheus_that_answered_nothing_is_not_asked_for_the_history_t
     collector.prom = healthy  # type: ignore[assignment]
     await collector.refresh()
     assert collector.history  # the history resumes as soon as Prometheus answers
+
+
+class GridProm(Prom):
+    """Answers a range query as Prometheus does: a point at start and every step after it, up to end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ranges: list[tuple[float, float]] = []
+
+    async def rate_history(
+        self, start: float, end: float, step: float, selector: dict[str, str]
+    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+        self.ranges.append((start, end))
+        n = int((end - start) // step)
+        return {("ns", "m", "llm"): [(start + i * step, 100.0) for i in range(n + 1)]}
+
+
+async def test_ticks_that_run_long_keep_the_history_on_its_grid_and_its_span_whole() -> None:
+    kube, prom, clock = Kube(), GridProm(), [1_800_000_000.4]
+    collector = Collector(kube, prom, ["ns"], 15.0, clock=lambda: clock[0])  # type: ignore[arg-type]
+    kube.services = [service("llm")]
+    for _ in range(int(HISTORY_SPAN / HISTORY_STEP) + 100):
+        await collector.refresh()
+        clock[0] += HISTORY_STEP + 0.37  # each tick a little late: the old query start moved with it
+    history = collector.history[((), "ns", "m", "llm")]
+    gaps = {b.at - a.at for a, b in itertools.pairwise(history)}
+    assert gaps == {HISTORY_STEP}
+    assert clock[0] - history[0].at >= HISTORY_SPAN  # what the seasonal forecast needs
+
+
+def test_a_range_query_after_failures_starts_no_earlier_than_the_span() -> None:
+    now = 1_800_000_000.0
+    first = history_window(None, now)
+    assert first is not None and first[0] % HISTORY_STEP == 0 and now - first[0] <= HISTORY_SPAN + HISTORY_MARGIN
+    assert history_window(first[1], first[1] + HISTORY_STEP - 1) is None  # no new point due yet
+    week_later = history_window(first[1], now + 7 * 86400)
+    assert week_later is not None and week_later[1] - week_later[0] <= HISTORY_SPAN + HISTORY_MARGIN

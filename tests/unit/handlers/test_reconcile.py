@@ -379,6 +379,17 @@ async def test_a_service_forecasts_from_the_history_of_its_own_selector_group() 
     assert other is not None and other.forecast_rps is None
 
 
+async def test_a_history_that_stopped_an_hour_ago_gives_no_forecast_rather_than_its_old_peak() -> None:
+    stopped = RateHistory(100)
+    stopped.extend((NOW - 4200.0 + 60.0 * i, 500.0) for i in range(10))  # its range queries failed since
+    rt = Runtime(kube=FakeKube(), default_interval=10.0, history={((), "ns", "m", "llm"): stopped})  # type: ignore[arg-type]
+    decision = await reconcile(rt, tick(), svc(GOOD))
+    assert decision is not None and decision.forecast_rps is None
+    fresh = Runtime(kube=FakeKube(), default_interval=10.0, history={((), "ns", "m", "llm"): flat(500.0)})  # type: ignore[arg-type]
+    decision = await reconcile(fresh, tick(), svc(GOOD))
+    assert decision is not None and decision.forecast_rps == pytest.approx(500.0)
+
+
 def ready_pod(name: str) -> dict[str, Any]:
     return {
         "metadata": {"name": name, "namespace": "ns", "labels": {"app": "llm"}},
