@@ -240,7 +240,9 @@ class Behavior(BaseModel):
 
 
 class Schedule(BaseModel):
-    """A known peak: a replica floor for `duration` after each cron match (UTC)."""
+    """A known peak: a replica floor for `duration` after each cron match (UTC), ordered one time-to-ready
+    (the measured one, else `warmup.timeToReady`) before the match, so that the replicas are Ready when it
+    starts."""
 
     model_config = SPEC_CONFIG
 

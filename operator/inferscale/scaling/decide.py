@@ -46,6 +46,7 @@ from inferscale.scaling.types import (
     ScaleEvent,
     ScalerState,
     ScaleRule,
+    Schedule,
     TimedReplicas,
 )
 
@@ -62,15 +63,9 @@ def decide(
     obs = clean_observation(obs)
     horizon = _horizon(policy, state)
     fc = forecast(rate_history, now, horizon) if rate_history else Forecast(None, "none", horizon, None)
-    floor = active_floor(policy.schedules, now)
+    floor = active_floor(policy.schedules, now, _time_to_ready(policy, state))
     low = min(max(policy.min_replicas, floor[0] if floor else 0), policy.max_replicas)
-    floor_rec = (
-        Recommendation(
-            Reason.SCHEDULE, floor[0], None, None, f"schedule '{floor[1].cron}' keeps at least {floor[0]} replicas"
-        )
-        if floor
-        else None
-    )
+    floor_rec = Recommendation(Reason.SCHEDULE, floor[0], None, None, _floor_message(*floor)) if floor else None
     gate = _gate(obs, policy, now)
     if gate is None:
         recs, remarks = _signals(obs, policy, state, fc, now)
@@ -78,6 +73,15 @@ def decide(
             return _decide(obs, policy, state, now, fc, low, floor_rec, recs, remarks)
         gate = (Reason.METRICS_MISSING, "no usable metric")
     return _hold(obs, policy, state, now, fc, low, floor_rec, gate)
+
+
+def _floor_message(replicas: int, schedule: Schedule, starts_in: float) -> str:
+    if starts_in > 0:
+        return (
+            f"schedule '{schedule.cron}' starts in {format_duration(starts_in)}, within a time-to-ready: "
+            f"at least {replicas} replicas"
+        )
+    return f"schedule '{schedule.cron}' keeps at least {replicas} replicas"
 
 
 def _horizon(policy: Policy, state: ScalerState) -> float:

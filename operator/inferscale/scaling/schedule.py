@@ -1,4 +1,5 @@
-"""Schedule floors: a known peak keeps at least `min_replicas` for `duration` after each cron match.
+"""Schedule floors: a known peak keeps at least `min_replicas` for `duration` after each cron match, from
+one time-to-ready before it, so that the replicas are Ready when it starts.
 
 Cron expressions are evaluated in UTC over `now` (seconds since the Unix epoch). The last match is
 memoised per expression until the next match: the simulator asks every tick for weeks of
@@ -43,13 +44,21 @@ def cron_problem(cron: str) -> str | None:
     return None
 
 
-def active_floor(schedules: Sequence[Schedule], now: float) -> tuple[int, Schedule] | None:
-    """The highest floor among schedules active at `now`, with the schedule that sets it."""
-    best: tuple[int, Schedule] | None = None
+def active_floor(schedules: Sequence[Schedule], now: float, lead: float = 0.0) -> tuple[int, Schedule, float] | None:
+    """The highest floor among schedules active at `now` or starting within `lead` seconds (the time-to-ready:
+    replicas ordered at the match itself would be Ready minutes into the peak), with the schedule that sets
+    it and the seconds until it starts (0 once started)."""
+    best: tuple[int, Schedule, float] | None = None
     for schedule in schedules:
-        start = _last_match(schedule.cron, now)
-        if now - start < schedule.duration and (best is None or schedule.min_replicas > best[0]):
-            best = (schedule.min_replicas, schedule)
+        start, following = _matches(schedule.cron, now)
+        if now - start < schedule.duration:
+            found = (schedule.min_replicas, schedule, 0.0)
+        elif following - now <= lead:
+            found = (schedule.min_replicas, schedule, following - now)
+        else:
+            continue
+        if best is None or found[0] > best[0]:
+            best = found
     return best
 
 
@@ -59,10 +68,11 @@ _MATCHES: dict[str, tuple[float, float]] = {}
 _MAX_MEMO = 4096
 
 
-def _last_match(cron: str, now: float) -> float:
+def _matches(cron: str, now: float) -> tuple[float, float]:
+    """The last match at or before `now` and the next one after it (-inf / inf where none)."""
     known = _MATCHES.get(cron)
     if known is not None and known[0] <= now < known[1]:
-        return known[0]
+        return known
     # A match at the start of this very minute counts: look back from just after it.
     minute = math.floor(now / 60.0) * 60.0
     try:
@@ -78,4 +88,4 @@ def _last_match(cron: str, now: float) -> float:
     if len(_MATCHES) >= _MAX_MEMO:
         _MATCHES.clear()
     _MATCHES[cron] = (last, following)
-    return last
+    return last, following

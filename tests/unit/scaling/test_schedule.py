@@ -59,5 +59,15 @@ def test_memoised_matches_agree_with_croniter_in_any_order() -> None:
 
 def test_a_cron_that_never_matches_sets_no_floor_instead_of_raising() -> None:
     # validation refuses it; a policy built without validation must still decide
-    assert active_floor((Schedule("0 0 31 4 *", 3600.0, 3), EVENING), at(30, 18, 30)) == (7, EVENING)
+    assert active_floor((Schedule("0 0 31 4 *", 3600.0, 3), EVENING), at(30, 18, 30)) == (7, EVENING, 0.0)
     assert active_floor((Schedule("0 0 31 4 *", 3600.0, 3),), at(30, 18, 30)) is None
+
+
+def test_a_floor_starts_one_time_to_ready_before_its_window() -> None:
+    # replicas ordered at 09:00 itself would be Ready five minutes into the peak
+    lead = 300.0
+    assert active_floor((WEEKDAYS,), at(30, 8, 54), lead) is None
+    assert active_floor((WEEKDAYS,), at(30, 8, 55), lead) == (4, WEEKDAYS, 300.0)
+    assert active_floor((WEEKDAYS,), at(30, 9, 0), lead) == (4, WEEKDAYS, 0.0)
+    assert active_floor((WEEKDAYS,), at(30, 18, 0), lead) is None  # ends when it ends: no lead on the way out
+    assert active_floor((WEEKDAYS, EVENING), at(30, 17, 56), lead) == (7, EVENING, 240.0)  # the higher, sooner

@@ -134,6 +134,16 @@ def test_schedule_floor_raises_even_while_metrics_are_missing() -> None:
     assert d.replicas == 2
 
 
+def test_a_schedule_floor_is_ordered_one_measured_time_to_ready_before_it_starts() -> None:
+    monday_0900 = 1796029200.0
+    pol = policy(schedules=(Schedule("0 9 * * 1-5", 9 * 3600.0, 6),))
+    d = decide(observe(2, kv=0.3), pol, ScalerState(time_to_ready=240.0), monday_0900 - 230.0)
+    assert (d.replicas, d.reason) == (6, Reason.SCHEDULE)
+    assert "starts in 3m50s, within a time-to-ready" in d.message
+    d = decide(observe(2, kv=0.3), pol, ScalerState(time_to_ready=240.0), monday_0900 - 250.0)
+    assert d.replicas == 2
+
+
 def test_predictive_capacity_leads_by_the_measured_time_to_ready() -> None:
     from inferscale.scaling import RateSample
 
