@@ -76,6 +76,9 @@ class TargetState:
     capacity_message: str | None
     time_to_ready: tuple[float, ...]  # creation -> Ready of the Ready pods, seconds
     uid: str | None = None
+    # of `pending`, those not Ready after a container restart (crash-looping, or killed by their probes):
+    # counted as on their way, as HPA counts them, and named in a condition, since they may never arrive
+    restarting: int = 0
 
 
 def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> TargetState:
@@ -84,7 +87,7 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
     spec = deployment.get("spec") or {}
     selector = spec.get("selector")
     ready: set[str] = set()
-    pending = blocked = 0
+    pending = blocked = restarting = 0
     message = None
     ttr: list[float] = []
     for pod in pods:
@@ -107,6 +110,8 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
                 ttr.append(became - created)
             continue
         pending += 1
+        if restarts(pod.get("status") or {}):
+            restarting += 1
         sched = _condition(pod, "PodScheduled")
         if sched and sched.get("status") == "False" and sched.get("reason") == "Unschedulable":
             since = parse_time(sched.get("lastTransitionTime")) or parse_time(meta.get("creationTimestamp")) or now
@@ -122,6 +127,7 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
         capacity_message=message,
         time_to_ready=tuple(ttr),
         uid=(deployment.get("metadata") or {}).get("uid"),
+        restarting=restarting,
     )
 
 

@@ -135,6 +135,10 @@ class InferenceServiceStatus(BaseModel):
     replicas: int | None = Field(default=None, description="The target's current spec.replicas.")
     ready_replicas: int | None = Field(default=None, description="Ready pods of the target.")
     pending_replicas: int | None = Field(default=None, description="Pods created but not Ready.")
+    restarting_replicas: int | None = Field(
+        default=None,
+        description="Of the pending pods, those not Ready after a container restart (see condition PodsRestarting).",
+    )
     desired_replicas: int | None = Field(default=None, description="The last decision's replica count.")
     last_scale_time: str | None = Field(default=None, description="When the operator last scaled (RFC 3339).")
     observed_generation: int | None = Field(default=None, description="Spec generation last acted upon.")

@@ -40,6 +40,7 @@ from inferscale.handlers.collector import HISTORY_STALE, Tick, as_selector
 from inferscale.handlers.runtime import Runtime, post_event
 from inferscale.handlers.scale_down import steer_scale_down
 from inferscale.handlers.status import (
+    TRUE_IS_BAD,
     Condition,
     append_history,
     condition_changed,
@@ -53,6 +54,7 @@ from inferscale.handlers.status import (
     recommendations,
     recreate_count,
     refresh_due,
+    restarting_condition,
     slo_condition,
     target_changed,
 )
@@ -512,6 +514,7 @@ async def _write(
             if ts.capacity_blocked
             else "all pods scheduled",
         ),
+        restarting_condition(ts.restarting, target),
         Condition(
             "Advisory",
             "True" if mode == "Advisory" else "False",
@@ -532,10 +535,8 @@ async def _write(
         prefill,
     ]
     for c in conditions:
-        if c.type in ("MetricsAvailable", "CapacityBlocked", prefill.type) and condition_changed(previous, c):
-            bad = (c.type == "CapacityBlocked" and c.status == "True") or (
-                c.type != "CapacityBlocked" and c.status == "False"
-            )
+        if c.type in ("MetricsAvailable", *TRUE_IS_BAD, prefill.type) and condition_changed(previous, c):
+            bad = (c.status == "True") if c.type in TRUE_IS_BAD else (c.status == "False")
             if bad:
                 await post_event(rt, body, "Warning", c.reason, c.message, now)
         metrics.CONDITION.labels(ns, name, c.type).set(1 if c.status == "True" else 0)
@@ -545,6 +546,7 @@ async def _write(
         "replicas": decision.replicas if acted else ts.replicas,
         "readyReplicas": len(ts.ready_pods),
         "pendingReplicas": ts.pending,
+        "restartingReplicas": ts.restarting,
         "desiredReplicas": decision.replicas,
         "observedGeneration": meta.get("generation"),
         "targetName": target,

@@ -249,3 +249,22 @@ def recreate_count(status: Mapping[str, Any], low: int, high: int) -> int:
     if isinstance(last, bool) or not isinstance(last, int) or last < 0:
         return low
     return min(max(last, low), high)
+
+
+# conditions whose True is the problem, announced with a Warning Event when they turn True
+TRUE_IS_BAD = ("CapacityBlocked", "PodsRestarting")
+
+
+def restarting_condition(restarting: int, target: str) -> Condition:
+    """Pods not Ready after a restart count as replicas on their way (HPA's rule: adding replicas for a
+    crash loop would only add crash-looping pods, each holding its GPUs); the user must hear that the
+    decisions' "replicas starting cover it" rests on pods that may never be Ready."""
+    if not restarting:
+        return Condition("PodsRestarting", "False", "NoRestarts", "no pod of the target is restarting")
+    return Condition(
+        "PodsRestarting",
+        "True",
+        "NotReadyAfterRestart",
+        f"{restarting} pod(s) of Deployment {target} are not Ready after a container restart (crash-looping?); "
+        "they still count as replicas on their way, so no replicas are added for them: fix or delete them",
+    )

@@ -319,6 +319,27 @@ async def test_a_deployment_scaled_to_zero_by_hand_is_left_alone_until_scaled_ba
     assert ready["reason"] != "ScalingDisabled" and "decision" in kube.statuses()[-1]
 
 
+async def test_crash_looping_pods_are_named_in_a_condition_and_one_warning() -> None:
+    spec = {**GOOD, "replicas": {"min": 1, "max": 16}}
+    kube, body = FakeKube(), svc(spec)
+    rt = runtime(kube)
+    for at in (NOW, NOW + 10):
+        t = saturated_tick(4, at)
+        looping = {"phase": "Running", "conditions": [], "restarts": 6}
+        t.pods["ns"] = [*t.pods["ns"], *({**ready_pod(f"llm-7d9f8c6b5-l{i}x4q"), "status": looping} for i in range(2))]
+        t.deployments[("ns", "llm")] = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": 6}}
+        await reconcile(rt, t, body)
+        body = svc(spec, merged({}, {"status": kube.statuses()[-1]})["status"])
+    st = kube.statuses()[-1]
+    assert (st["pendingReplicas"], st["restartingReplicas"]) == (2, 2)
+    (cond,) = [c for c in st["conditions"] if c["type"] == "PodsRestarting"]
+    assert (
+        cond["status"] == "True"
+        and "2 pod(s) of Deployment llm are not Ready after a container restart" in cond["message"]
+    )
+    assert [e["type"] for e in kube.events() if e["reason"] == "NotReadyAfterRestart"] == ["Warning"]
+
+
 async def test_an_operator_killed_between_the_scale_and_its_status_keeps_the_rate_limit_when_restarted() -> None:
     spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
     kube = KilledAfterScaling()

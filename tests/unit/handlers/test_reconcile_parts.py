@@ -93,8 +93,11 @@ def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
         {**pod("d", True, "2026-01-01T00:00:00Z"), "metadata": {"name": "d", "labels": {"app": "other"}}},
     ]
     ts = target_state(dep, pods, now=1e10)
-    assert ts.ready_pods == frozenset({"a"}) and ts.pending == 1 and ts.replicas == 3
+    assert ts.ready_pods == frozenset({"a"}) and ts.pending == 1 and ts.replicas == 3 and ts.restarting == 0
     assert ts.time_to_ready == (90.0,)
+    looping = {**pod("e", False, "2026-01-01T00:00:00Z"), "status": {"phase": "Running", "restarts": 7}}
+    ts = target_state(dep, [*pods, looping], now=1e10)
+    assert ts.pending == 2 and ts.restarting == 1  # still on its way, as HPA counts it, and named
 
 
 def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> None:
