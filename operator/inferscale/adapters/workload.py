@@ -8,6 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from inferscale.scaling.state import MAX_TIME_TO_READY
+
 Obj = Mapping[str, Any]
 # A GPU pod the scheduler cannot place for this long is a capacity problem, not a start-up delay.
 CAPACITY_BLOCKED_AFTER = 120.0
@@ -16,7 +18,7 @@ CAPACITY_BLOCKED_AFTER = 120.0
 FLAP_FACTOR = 2.0
 # No model load takes this long: a pod Ready this late after its creation restarted or lost readiness on the
 # way (the filter above cannot tell when it is the only pod, or half of them flapped).
-MAX_START = 3600.0
+MAX_START = MAX_TIME_TO_READY
 
 
 def restarts(pod_status: Mapping[str, Any]) -> int:

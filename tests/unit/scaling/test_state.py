@@ -18,7 +18,13 @@ from inferscale.scaling import (
     state_from_status,
     state_to_status,
 )
-from inferscale.scaling.state import MAX_CAPACITY_FACTOR, MAX_CAPACITY_RPS, MIN_CAPACITY_FACTOR, MIN_CAPACITY_RPS
+from inferscale.scaling.state import (
+    MAX_CAPACITY_FACTOR,
+    MAX_CAPACITY_RPS,
+    MAX_TIME_TO_READY,
+    MIN_CAPACITY_FACTOR,
+    MIN_CAPACITY_RPS,
+)
 
 finite = st.floats(allow_nan=False, allow_infinity=False, width=64)
 states = st.builds(
@@ -29,7 +35,7 @@ states = st.builds(
     scale_events=st.lists(
         st.builds(ScaleEvent, finite, st.integers(0, 1000), st.integers(0, 1000), st.text(max_size=20))
     ).map(lambda xs: tuple(sorted(xs, key=lambda e: e.at))),
-    time_to_ready=st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
+    time_to_ready=st.one_of(st.none(), st.floats(min_value=0.0, max_value=MAX_TIME_TO_READY)),
     capacity_rps=st.one_of(st.none(), st.floats(min_value=MIN_CAPACITY_RPS, max_value=MAX_CAPACITY_RPS)),
     capacity_factor=st.one_of(st.none(), st.floats(min_value=MIN_CAPACITY_FACTOR, max_value=MAX_CAPACITY_FACTOR)),
     last_tick=st.one_of(
@@ -107,6 +113,9 @@ def test_bad_entries_are_dropped_and_good_ones_kept() -> None:
     assert state.recommendations == (TimedReplicas(1.0, 4), TimedReplicas(5.0, 2))
     assert state.scale_events == (ScaleEvent(3.0, 1, 2, "QueueBacklog"),)
     assert state.time_to_ready is None and state.capacity_rps is None and state.capacity_factor is None
+    # a hand-edited start of 30 years would lead the forecast by as much and make every backlog drain at once
+    assert state_from_status({"timeToReady": 1e9}).time_to_ready is None
+    assert state_from_status({"timeToReady": 3600}).time_to_ready == 3600.0
 
 
 def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
