@@ -30,13 +30,14 @@ from inferscale.api.models import InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.rate_history import RateHistory
+from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.scaling.types import Policy
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
 # Kept beyond the two seasons: the seasonal forecast needs the history to span them whole, and a buffer of
 # exactly two days' points falls short by one missed or extra sample.
-HISTORY_MARGIN = 3600.0
+HISTORY_MARGIN = HISTORY_KEPT - HISTORY_SPAN
 # A history whose newest point is older than this has stopped (its range queries fail while the instant
 # ones answer): its recent peak and trend are not today's.
 HISTORY_STALE = 10 * HISTORY_STEP

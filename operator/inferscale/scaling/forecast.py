@@ -36,6 +36,11 @@ MAX_GROWTH = 4.0  # the trend may not forecast more than this multiple of the re
 MAX_SEASONS = 7  # past seasons looked at for the seasonal profile
 SEASON_PROBE = 300.0  # half-width of the window averaged around each past instant
 
+# Seconds of rate history the operator keeps per Deployment: two daily seasons and an hour, so that a missed
+# or extra sample never leaves the seasonal method short of its two seasons. The simulator hands the policy
+# no more than this, so that a replay forecasts from what the operator would have, not from weeks of it.
+HISTORY_KEPT = 2 * 86400.0 + 3600.0
+
 Method = Literal["seasonal", "holt", "peak", "none"]
 
 

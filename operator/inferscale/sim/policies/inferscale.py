@@ -14,17 +14,55 @@
   proves the state survives a restart. (The operator skips status writes that carry no news; then its
   next tick reads an older `lastTick` and measures the queue's growth over a longer span. The record,
   events and learned capacity are news and always written, so they match this adapter's.)
+- The rate history is the last `forecast.HISTORY_KEPT` seconds of the replay's, what the operator keeps: the
+  seasonal forecast reads the past days it would have (two), not every day of a 14-day replay (up to seven).
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, overload
 
 from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.scaling import Decision, Observation, Policy, RateSample, decide, state_from_status, state_to_status
+from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.sim.policies.context import PolicyContext
+
+
+class _Tail(Sequence[RateSample]):
+    """The samples of a history from `start` on, read in place (a copy per tick of a 14-day replay's
+    20,000 samples would cost more than the decision)."""
+
+    def __init__(self, base: Sequence[RateSample], start: int) -> None:
+        self.base, self.start = base, start
+
+    def __len__(self) -> int:
+        return len(self.base) - self.start
+
+    @overload
+    def __getitem__(self, index: int) -> RateSample: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[RateSample]: ...
+
+    def __getitem__(self, index: int | slice) -> RateSample | Sequence[RateSample]:
+        if isinstance(index, slice):
+            lo, hi, step = index.indices(len(self))
+            return self.base[self.start + lo : self.start + hi : step]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        return self.base[self.start + index]
+
+
+def kept(history: Sequence[RateSample], now: float) -> Sequence[RateSample]:
+    """What the operator would hold of `history` at `now`: its last `HISTORY_KEPT` seconds."""
+    if not history or history[0].at >= now - HISTORY_KEPT:
+        return history
+    return _Tail(history, bisect_left(history, now - HISTORY_KEPT, key=lambda s: s.at))
 
 
 def _duration(seconds: float) -> str:
@@ -75,7 +113,7 @@ class Inferscale:
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         policy = self._policy_now(obs)
         state = state_from_status(self.status)
-        decision = decide(obs, policy, state, now, rate_history)
+        decision = decide(obs, policy, state, now, kept(rate_history, now))
         self.status = state_to_status(decision.state)
         self.last_decision = decision
         return decision.replicas

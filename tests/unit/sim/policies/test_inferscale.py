@@ -12,7 +12,8 @@ from inferscale.api.convert import with_observed_prior
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS
 from inferscale.perf import replica_capacity_rps
 from inferscale.scaling import Observation, RateSample, ScalerState, decide
-from inferscale.sim.policies.inferscale import Inferscale
+from inferscale.scaling.forecast import HISTORY_KEPT
+from inferscale.sim.policies.inferscale import Inferscale, kept
 
 
 def loaded(current: int, kv: float, rate: float, isl: float = 1000.0, osl: float = 200.0) -> Observation:
@@ -131,3 +132,22 @@ def test_the_frontend_arrival_rate_the_operator_cannot_see_does_not_change_a_dec
         runs.append(out)
     assert max(runs[0]) > 4
     assert all(r == runs[0] for r in runs)
+
+
+def test_the_policy_forecasts_from_the_history_the_operator_keeps_not_the_whole_replay() -> None:
+    # seven past days: a 10x spike 4 minutes after this time of day on the five oldest, none on the last two
+    day, now = 86400.0, 7 * 86400.0
+    history = [
+        RateSample(t, 1000.0 if t < 5 * day and 240.0 <= t % day < 600.0 else 100.0) for t in range(0, int(now), 60)
+    ]
+    policy = Inferscale(make_ctx(time_to_ready=270.0, max_replicas=200))
+    policy.decide(
+        replace(loaded(10, kv=0.5, rate=100.0), at=now), now, [RateSample(float(s.at), s.value) for s in history]
+    )
+    assert policy.last_decision is not None
+    assert policy.last_decision.forecast_method == "seasonal"
+    # the operator holds two days and an hour: the spike of five and more days ago is not in it
+    assert policy.last_decision.forecast_rps == pytest.approx(100.0, rel=0.05)
+    tail = kept(history, now)
+    assert tail[0].at >= now - HISTORY_KEPT > tail[0].at - 60.0 and tail[-1] == history[-1]
+    assert list(tail[:2]) == [s for s in history if s.at >= now - HISTORY_KEPT][:2]
