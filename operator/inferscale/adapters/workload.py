@@ -14,11 +14,9 @@ Obj = Mapping[str, Any]
 # A GPU pod the scheduler cannot place for this long is a capacity problem, not a start-up delay.
 CAPACITY_BLOCKED_AFTER = 120.0
 # A pod's Ready time moves when its readiness probe flaps; a start this far past the typical one measures the
-# flap, not the start-up.
+# flap, not the start-up. A pod Ready more than MAX_TIME_TO_READY after its creation restarted or lost
+# readiness on the way (the filter cannot tell when it is the only pod, or half of them flapped).
 FLAP_FACTOR = 2.0
-# No model load takes this long: a pod Ready this late after its creation restarted or lost readiness on the
-# way (the filter above cannot tell when it is the only pod, or half of them flapped).
-MAX_START = MAX_TIME_TO_READY
 
 
 def restarts(pod_status: Mapping[str, Any]) -> int:
@@ -108,7 +106,7 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
             )
             # a restarted container's Ready time is its restart's, not the start-up's
             fresh = not restarts(pod.get("status") or {})
-            if fresh and created is not None and became is not None and 0 <= became - created <= MAX_START:
+            if fresh and created is not None and became is not None and 0 <= became - created <= MAX_TIME_TO_READY:
                 ttr.append(became - created)
             continue
         pending += 1

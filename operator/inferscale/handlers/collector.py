@@ -35,9 +35,6 @@ from inferscale.scaling.types import Policy
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
-# Kept beyond the two seasons: the seasonal forecast needs the history to span them whole, and a buffer of
-# exactly two days' points falls short by one missed or extra sample.
-HISTORY_MARGIN = HISTORY_KEPT - HISTORY_SPAN
 # A history whose newest point is older than this has stopped (its range queries fail while the instant
 # ones answer): its recent peak and trend are not today's.
 HISTORY_STALE = 10 * HISTORY_STEP
@@ -184,7 +181,7 @@ def history_window(until: float | None, now: float) -> tuple[float, float] | Non
     the tick's overrun, every few hours a point landed 1-10 s after another, and the buffer's two days
     shrank under the span the seasonal forecast needs. After failed queries it starts no earlier than the
     span: a range that grew with each failure would pass Prometheus's 11,000 points per series and fail on."""
-    first = math.ceil((now - HISTORY_SPAN - HISTORY_MARGIN) / HISTORY_STEP) * HISTORY_STEP
+    first = math.ceil((now - HISTORY_KEPT) / HISTORY_STEP) * HISTORY_STEP
     start = first if until is None else max(until + HISTORY_STEP, first)
     if start > now:
         return None
@@ -324,7 +321,7 @@ class Collector:
     def _series(self, key: HistoryKey) -> RateHistory:
         series = self.history.get(key)
         if series is None:
-            series = self.history[key] = RateHistory(int((HISTORY_SPAN + HISTORY_MARGIN) / HISTORY_STEP) + 1)
+            series = self.history[key] = RateHistory(int(HISTORY_KEPT / HISTORY_STEP) + 1)
         return series
 
     async def refresh(self) -> Tick:

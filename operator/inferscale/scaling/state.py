@@ -26,7 +26,7 @@ MIN_CAPACITY_RPS, MAX_CAPACITY_RPS = 1e-6, 1e9
 # The factor on the prior is learned within capacity.PRIOR_SPAN (4x) of it; 1000x either way is
 # far outside anything learned and still keeps prior x factor finite and non-zero.
 MIN_CAPACITY_FACTOR, MAX_CAPACITY_FACTOR = 1e-3, 1e3
-# No model load takes an hour: the operator measures no start above it (adapters.workload.MAX_START), and a
+# No model load takes an hour: the operator measures no start above it (adapters.workload), and a
 # stored one (a hand edit) would lead the forecast by days and make the backlog's drain time nothing.
 MAX_TIME_TO_READY = 3600.0
 
@@ -40,7 +40,7 @@ def state_to_status(state: ScalerState) -> dict[str, Any]:
             for e in state.scale_events
             if _time(e.at)
         ],
-        "timeToReady": _time_to_ready(state.time_to_ready),
+        "timeToReady": _within(state.time_to_ready, 0.0, MAX_TIME_TO_READY),
         "capacityRps": _capacity_rps(state.capacity_rps),
         "capacityFactor": _capacity_factor(state.capacity_factor),
         "lastTick": _last_tick_to_status(state.last_tick) if state.last_tick is not None else None,
@@ -69,7 +69,7 @@ def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
     return ScalerState(
         recommendations=tuple(sorted(recs, key=lambda r: r.at)),
         scale_events=tuple(sorted(events, key=lambda e: e.at)),
-        time_to_ready=_time_to_ready(obj.get("timeToReady")),
+        time_to_ready=_within(obj.get("timeToReady"), 0.0, MAX_TIME_TO_READY),
         capacity_rps=_capacity_rps(obj.get("capacityRps")),
         capacity_factor=_capacity_factor(obj.get("capacityFactor")),
         last_tick=_last_tick_from_status(obj.get("lastTick")),
@@ -137,11 +137,6 @@ def _non_negative(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
         return float(value)
     return None
-
-
-def _time_to_ready(value: object) -> float | None:
-    seconds = _non_negative(value)
-    return seconds if seconds is not None and seconds <= MAX_TIME_TO_READY else None
 
 
 def _capacity_rps(value: object) -> float | None:

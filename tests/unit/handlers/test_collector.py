@@ -4,7 +4,8 @@ import itertools
 from typing import Any
 
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
-from inferscale.handlers.collector import HISTORY_MARGIN, HISTORY_SPAN, HISTORY_STEP, Collector, history_window
+from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, Collector, history_window
+from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.scaling.types import RateSample
 
 
@@ -195,7 +196,7 @@ async def test_ticks_that_run_long_keep_the_history_on_its_grid_and_its_span_who
 def test_a_range_query_after_failures_starts_no_earlier_than_the_span() -> None:
     now = 1_800_000_000.0
     first = history_window(None, now)
-    assert first is not None and first[0] % HISTORY_STEP == 0 and now - first[0] <= HISTORY_SPAN + HISTORY_MARGIN
+    assert first is not None and first[0] % HISTORY_STEP == 0 and now - first[0] <= HISTORY_KEPT
     assert history_window(first[1], first[1] + HISTORY_STEP - 1) is None  # no new point due yet
     week_later = history_window(first[1], now + 7 * 86400)
-    assert week_later is not None and week_later[1] - week_later[0] <= HISTORY_SPAN + HISTORY_MARGIN
+    assert week_later is not None and week_later[1] - week_later[0] <= HISTORY_KEPT
