@@ -3,20 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from inferscale.api.status import MAX_KEPT_STARTS
 from inferscale.scaling.state import MAX_TIME_TO_READY
 
 Obj = Mapping[str, Any]
 # A GPU pod the scheduler cannot place for this long is a capacity problem, not a start-up delay.
 CAPACITY_BLOCKED_AFTER = 120.0
-# A pod's Ready time moves when its readiness probe flaps; a start this far past the typical one measures the
-# flap, not the start-up. A pod Ready more than MAX_TIME_TO_READY after its creation restarted or lost
-# readiness on the way (the filter cannot tell when it is the only pod, or half of them flapped).
+# A pod's Ready time moves when its readiness probe flaps. The operator keeps the first Ready of each pod it
+# watched start (`Starts`); a pod already Ready when first seen (the operator was down or just adopted the
+# target) may have flapped since, and its start counts only within this factor of the typical one. A pod Ready
+# more than MAX_TIME_TO_READY after its creation restarted or lost readiness on the way.
 FLAP_FACTOR = 2.0
+# A pod this young cannot have flapped for longer than it has lived: the operator watches its start, as it
+# watches a pod it saw before it was Ready (the floor covers ticks that overrun and whole-second timestamps).
+WITNESS_FLOOR = 60.0
 
 
 def restarts(pod_status: Mapping[str, Any]) -> int:
@@ -67,6 +73,15 @@ def _condition(pod: Obj, kind: str) -> Obj | None:
 
 
 @dataclass(frozen=True)
+class Start:
+    """A Ready pod's creation -> Ready (seconds) and its age at the tick."""
+
+    pod: str
+    seconds: float
+    age: float
+
+
+@dataclass(frozen=True)
 class TargetState:
     exists: bool
     replicas: int  # spec.replicas
@@ -74,11 +89,16 @@ class TargetState:
     pending: int  # pods not Ready yet (scheduled or not), excluding terminating ones
     capacity_blocked: int  # pods unschedulable for lack of resources beyond CAPACITY_BLOCKED_AFTER
     capacity_message: str | None
-    time_to_ready: tuple[float, ...]  # creation -> Ready of the Ready pods, seconds
+    starts: tuple[Start, ...]  # the Ready pods not restarted, started within MAX_TIME_TO_READY
     uid: str | None = None
     # of `pending`, those not Ready after a container restart (crash-looping, or killed by their probes):
     # counted as on their way, as HPA counts them, and named in a condition, since they may never arrive
     restarting: int = 0
+    unready: tuple[tuple[str, float], ...] = ()  # (name, age) of the pending pods
+
+    @property
+    def time_to_ready(self) -> tuple[float, ...]:
+        return tuple(s.seconds for s in self.starts)
 
 
 def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> TargetState:
@@ -89,7 +109,8 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
     ready: set[str] = set()
     pending = blocked = restarting = 0
     message = None
-    ttr: list[float] = []
+    starts: list[Start] = []
+    unready: list[tuple[str, float]] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") or not selector_matches(selector, meta.get("labels") or {}):
@@ -97,19 +118,19 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
             continue
+        name, created = str(meta.get("name")), parse_time(meta.get("creationTimestamp"))
+        age = now - created if created is not None else math.inf
         ready_cond = _condition(pod, "Ready")
         if ready_cond and ready_cond.get("status") == "True":
-            ready.add(str(meta.get("name")))
-            created, became = (
-                parse_time(meta.get("creationTimestamp")),
-                parse_time(ready_cond.get("lastTransitionTime")),
-            )
+            ready.add(name)
+            became = parse_time(ready_cond.get("lastTransitionTime"))
             # a restarted container's Ready time is its restart's, not the start-up's
             fresh = not restarts(pod.get("status") or {})
             if fresh and created is not None and became is not None and 0 <= became - created <= MAX_TIME_TO_READY:
-                ttr.append(became - created)
+                starts.append(Start(name, became - created, age))
             continue
         pending += 1
+        unready.append((name, age))
         if restarts(pod.get("status") or {}):
             restarting += 1
         sched = _condition(pod, "PodScheduled")
@@ -125,22 +146,84 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
         pending=pending,
         capacity_blocked=blocked,
         capacity_message=message,
-        time_to_ready=tuple(ttr),
+        starts=tuple(starts),
         uid=(deployment.get("metadata") or {}).get("uid"),
         restarting=restarting,
+        unready=tuple(unready),
     )
 
 
-def measured_time_to_ready(samples: Sequence[float], previous: float | None) -> float | None:
-    """The slowest start-up among the current Ready pods, leaving out any more than FLAP_FACTOR times the
-    (low) median; the previous value when no pod is Ready.
+@dataclass(frozen=True)
+class Starts:
+    """What the operator keeps between ticks to measure start-ups that a readiness flap cannot move: the
+    pods it saw before they were Ready, and the first creation -> Ready of each it saw become Ready."""
+
+    watching: frozenset[str] = frozenset()
+    seen: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TimeToReadyMeasure:
+    value: float | None  # the lead: the slowest start-up measured, else the previous value
+    kept: Starts
+    samples: int
+
+
+def measure_time_to_ready(ts: TargetState, kept: Starts, previous: float | None, interval: float) -> TimeToReadyMeasure:
+    """The slowest start-up among the target's current pods; the previous value when none is measured.
 
     The lead must cover the replica that starts slowly: a lead at the typical start lets the load arrive
-    before half of the new replicas do."""
+    before half of the new replicas do. A pod the operator watched start (seen before it was Ready, or
+    younger than two ticks) counts with its first Ready, however slow; a pod already Ready when first
+    seen counts only within FLAP_FACTOR of the typical start, since its Ready time may be a flap's."""
+    span = max(WITNESS_FLOOR, 2 * interval)
+    live = ts.ready_pods | {name for name, _ in ts.unready}
+    seen = {pod: s for pod, s in kept.seen.items() if pod in live}
+    unwatched = []
+    for start in ts.starts:
+        if start.pod in seen:
+            continue
+        if start.pod in kept.watching or start.age <= span:
+            seen[start.pod] = start.seconds
+        else:
+            unwatched.append(start.seconds)
+    watching = frozenset(n for n, age in ts.unready if n not in seen and (n in kept.watching or age <= span))
+    now_kept = Starts(watching, seen)
+    samples = [*seen.values(), *unwatched]
     if not samples:
-        return previous
+        return TimeToReadyMeasure(previous, now_kept, 0)
     bound = FLAP_FACTOR * statistics.median_low(samples)
-    return max(s for s in samples if s <= bound)
+    return TimeToReadyMeasure(max([*seen.values(), *(s for s in unwatched if s <= bound)]), now_kept, len(samples))
+
+
+def starts_to_status(kept: Starts) -> dict[str, Any]:
+    """Lists, not maps: a merge patch replaces a list whole, where it would keep a map's deleted pods."""
+    return {
+        "watching": sorted(kept.watching)[:MAX_KEPT_STARTS],
+        "starts": [{"pod": p, "seconds": round(s, 3)} for p, s in sorted(kept.seen.items())[:MAX_KEPT_STARTS]],
+    }
+
+
+def starts_from_status(value: object) -> Starts:
+    """Tolerant, as status is edited by hand or written by older versions: what does not parse is dropped."""
+    if not isinstance(value, Mapping):
+        return Starts()
+    watching = value.get("watching")
+    names = frozenset(n for n in watching if isinstance(n, str)) if isinstance(watching, list) else frozenset()
+    starts = value.get("starts")
+    seen: dict[str, float] = {}
+    for item in starts if isinstance(starts, list) else []:
+        if not isinstance(item, Mapping):
+            continue
+        pod, seconds = item.get("pod"), item.get("seconds")
+        if (
+            isinstance(pod, str)
+            and isinstance(seconds, int | float)
+            and not isinstance(seconds, bool)
+            and 0 <= seconds <= MAX_TIME_TO_READY
+        ):
+            seen[pod] = float(seconds)
+    return Starts(names, seen)
 
 
 def conflicting_autoscalers(

@@ -15,6 +15,9 @@ from pydantic import BaseModel, Field
 from inferscale.api.fields import STATUS_CONFIG
 
 HISTORY_LIMIT = 20
+# Pods whose start-up status.timeToReady keeps (each list); a fleet larger than this measures the rest as if
+# the operator had not watched them start.
+MAX_KEPT_STARTS = 1000
 CONDITION_TYPES = (
     "Ready",
     "MetricsAvailable",
@@ -77,6 +80,15 @@ class Forecast(BaseModel):
     method: str | None = Field(default=None, description="Forecasting method.")
 
 
+class PodStart(BaseModel):
+    """One pod's first creation-to-Ready, as the operator saw it."""
+
+    model_config = STATUS_CONFIG
+
+    pod: str = Field(description="Pod name.")
+    seconds: float = Field(ge=0, description="Creation to its first Ready, seconds.")
+
+
 class TimeToReady(BaseModel):
     """Measured pod creation to Ready."""
 
@@ -84,10 +96,21 @@ class TimeToReady(BaseModel):
 
     measured: str | None = Field(
         default=None,
-        description="Slowest creation-to-Ready among the current Ready pods, leaving out restarted pods and "
-        "starts over twice the median or over an hour (a readiness flap); the lead (duration).",
+        description="Slowest creation-to-Ready among the target's current pods (the lead, duration): for a pod "
+        "the operator watched start, its first Ready; for one already Ready when first seen, its Ready time "
+        "if within twice the median (a later one is a readiness flap's). Restarted pods and starts over an "
+        "hour are left out.",
     )
     samples: int | None = Field(default=None, description="Pods measured.")
+    watching: list[str] | None = Field(
+        default=None, max_length=MAX_KEPT_STARTS, description="Pods seen before they were Ready: starts watched."
+    )
+    starts: list[PodStart] | None = Field(
+        default=None,
+        max_length=MAX_KEPT_STARTS,
+        description="The first creation-to-Ready of each current pod the operator watched start; a readiness "
+        "flap does not move it.",
+    )
 
 
 class StatusDecision(BaseModel):

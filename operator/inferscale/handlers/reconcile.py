@@ -19,10 +19,14 @@ from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.observation import Workload, observe, pod_loads
 from inferscale.adapters.prometheus import deployment_of
 from inferscale.adapters.workload import (
+    Starts,
+    TimeToReadyMeasure,
     conflicting_autoscalers,
-    measured_time_to_ready,
+    measure_time_to_ready,
     parse_time,
     rfc3339,
+    starts_from_status,
+    starts_to_status,
     target_state,
 )
 from inferscale.api.convert import (
@@ -410,8 +414,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if moved:
         msg = f"{moved}: the decision state starts afresh (a scale-down from {ts.replicas} waits a window)"
         await post_event(rt, body, "Normal", "TargetChanged", msg, now)
-    ttr = measured_time_to_ready(ts.time_to_ready, prior.time_to_ready)
-    state = replace(prior, time_to_ready=ttr)
+    starts = Starts() if moved else starts_from_status(status.get("timeToReady"))
+    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, policy.interval)
+    state = replace(prior, time_to_ready=ttr.value)
     workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
     obs, why = observe(
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
@@ -481,7 +486,7 @@ async def _write(
     why: str,
     decision: Decision,
     ts: Any,
-    ttr: float | None,
+    ttr: TimeToReadyMeasure,
     state: ScalerState,
     target: str,
     acted: bool,
@@ -558,8 +563,9 @@ async def _write(
             "horizon": format_duration(decision.horizon),
         },
         "timeToReady": {
-            "measured": format_duration(ttr) if ttr is not None else None,
-            "samples": len(ts.time_to_ready),
+            "measured": format_duration(ttr.value) if ttr.value is not None else None,
+            "samples": ttr.samples,
+            **starts_to_status(ttr.kept),
         },
         "decision": decision_status(decision, now),
         "conditions": merge_conditions(previous, conditions, now, meta.get("generation")),

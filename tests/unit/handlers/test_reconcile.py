@@ -9,6 +9,8 @@ import pytest
 
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
+from inferscale.adapters.workload import rfc3339
+from inferscale.api.status import InferenceServiceStatus
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.reconcile import reconcile
@@ -440,6 +442,65 @@ async def test_a_deployment_without_a_history_of_its_own_has_no_forecast_not_the
     rt = Runtime(kube=FakeKube(), default_interval=10.0, history=history)  # type: ignore[arg-type]
     decision = await reconcile(rt, tick(pods={"ns": [ready_pod(p) for p in pods]}), svc(GOOD))
     assert decision is not None and decision.forecast_rps is None
+
+
+def starting_pod(name: str, created: float, ready_at: float | None) -> dict[str, Any]:
+    became = rfc3339(ready_at if ready_at is not None else created)
+    ready = {"type": "Ready", "status": "True" if ready_at is not None else "False", "lastTransitionTime": became}
+    return {
+        "metadata": {"name": name, "namespace": "ns", "labels": {"app": "llm"}, "creationTimestamp": rfc3339(created)},
+        "status": {"phase": "Running" if ready_at is not None else "Pending", "conditions": [ready]},
+    }
+
+
+async def test_the_lead_is_the_first_ready_of_each_pod_it_watched_start_through_a_readiness_flap() -> None:
+    # Two node pools: two pods start in 60 s (image cached), two in 400 s (pulled). Then a slow one's
+    # readiness probe flaps, and its Ready time moves to 1,900 s after its creation.
+    kube = FakeKube()
+    rt, status = runtime(kube), {}
+    ready_after = {"llm-a": 60.0, "llm-b": 60.0, "llm-c": 400.0, "llm-d": 400.0}
+    flap_at = NOW + 1900.0
+
+    def pods(at: float) -> list[dict[str, Any]]:
+        out = []
+        for name, start in ready_after.items():
+            became = NOW + start if at >= NOW + start else None
+            if name == "llm-d" and at >= flap_at:
+                became = flap_at
+            out.append(starting_pod(name, NOW, became))
+        return out
+
+    measured = {}
+    for at in [NOW + 10.0 * i for i in range(250)]:
+        await reconcile(rt, tick(at=at, pods={"ns": pods(at)}), svc(GOOD, status))
+        status = merged(status, kube.statuses()[-1])
+        measured[at] = status["timeToReady"].get("measured")
+    assert measured[NOW + 300.0] == "1m"  # only the fast pool is Ready
+    # the slow pool is a start the replicas must be led by, not a flap to filter out (it read 60s)
+    assert measured[NOW + 400.0] == "6m40s" and measured[NOW + 2400.0] == "6m40s"
+    assert status["timeToReady"]["starts"] == [{"pod": n, "seconds": s} for n, s in ready_after.items()]
+    assert InferenceServiceStatus.model_validate(status).time_to_ready is not None
+    # a pod deleted leaves the record with it
+    rt2 = runtime(FakeKube())
+    await reconcile(rt2, tick(at=NOW + 2500.0, pods={"ns": pods(NOW + 2500.0)[:3]}), svc(GOOD, status))
+    left = rt2.kube.statuses()[-1]["timeToReady"]  # type: ignore[attr-defined]
+    assert [s["pod"] for s in left["starts"]] == ["llm-a", "llm-b", "llm-c"] and left["measured"] == "6m40s"
+
+
+async def test_pods_ready_before_the_operator_saw_them_are_measured_without_their_readiness_flaps() -> None:
+    # Adopting a fleet that has run for a day: three pods started in 3 minutes, one Ready time moved by a flap
+    # half an hour after its creation. The operator did not watch them start, so the flap is filtered.
+    kube = FakeKube()
+    created = NOW - 86_400.0
+    pods = [starting_pod(f"llm-{i}", created, created + 180.0) for i in range(3)]
+    pods.append(starting_pod("llm-3", created, created + 1800.0))
+    await reconcile(runtime(kube), tick(pods={"ns": pods}), svc(GOOD))
+    ttr = kube.statuses()[-1]["timeToReady"]
+    assert (ttr["measured"], ttr["samples"], ttr["starts"]) == ("3m", 4, [])
+    # nor does an old pod losing its readiness become a start the operator watches
+    pods[0] = starting_pod("llm-0", created, None)
+    await reconcile(runtime(kube), tick(pods={"ns": pods}), svc(GOOD))
+    assert kube.statuses()[-1]["timeToReady"]["watching"] == []
 
 
 async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:

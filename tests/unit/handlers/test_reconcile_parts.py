@@ -3,10 +3,15 @@
 import dataclasses
 
 from inferscale.adapters.workload import (
+    Start,
+    Starts,
+    TargetState,
     conflicting_autoscalers,
-    measured_time_to_ready,
+    measure_time_to_ready,
     parse_time,
     selector_matches,
+    starts_from_status,
+    starts_to_status,
     target_state,
 )
 from inferscale.api.convert import observed_lengths, prefill_check, with_observed_prior
@@ -100,13 +105,40 @@ def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
     assert ts.pending == 2 and ts.restarting == 1  # still on its way, as HPA counts it, and named
 
 
+def unwatched(samples: tuple[float, ...], previous: float | None) -> float | None:
+    """The lead from pods Ready for a day before the operator first saw them."""
+    starts = tuple(Start(f"p{i}", s, 86_400.0) for i, s in enumerate(samples))
+    ts = TargetState(True, len(samples), frozenset(s.pod for s in starts), 0, 0, None, starts)
+    return measure_time_to_ready(ts, Starts(), previous, 10.0).value
+
+
 def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> None:
-    assert measured_time_to_ready((26.0, 31.0, 40.0), None) == 40.0
-    # a pod Ready since yesterday whose probe flapped an hour ago "started" in 25 hours
-    assert measured_time_to_ready((30.0, 90_000.0), None) == 30.0
-    assert measured_time_to_ready((20.0, 40.0), None) == 40.0  # exactly twice the typical start still counts
-    assert measured_time_to_ready((), 37.0) == 37.0 and measured_time_to_ready((), None) is None
-    assert measured_time_to_ready((0.0, 0.0, 5.0), None) == 0.0
+    assert unwatched((26.0, 31.0, 40.0), None) == 40.0
+    # a pod Ready since yesterday whose probe flapped half an hour after its creation "started" in 30 minutes
+    assert unwatched((30.0, 1800.0), None) == 30.0
+    assert unwatched((20.0, 40.0), None) == 40.0  # exactly twice the typical start still counts
+    assert unwatched((), 37.0) == 37.0 and unwatched((), None) is None
+    assert unwatched((0.0, 0.0, 5.0), None) == 0.0
+
+
+def test_a_watched_start_counts_however_slow_and_what_status_keeps_round_trips() -> None:
+    starts = (Start("fast", 60.0, 9_000.0), Start("slow", 400.0, 8_000.0))
+    ts = TargetState(True, 3, frozenset({"fast", "slow"}), 1, 0, None, starts, unready=(("new", 5.0),))
+    got = measure_time_to_ready(ts, Starts(frozenset({"slow", "gone"}), {"fast": 60.0, "deleted": 900.0}), None, 10.0)
+    assert got.value == 400.0 and got.samples == 2  # "slow" was seen before it was Ready
+    assert got.kept == Starts(frozenset({"new"}), {"fast": 60.0, "slow": 400.0})  # "new" is 5 s old: watched
+    assert starts_from_status(starts_to_status(got.kept)) == got.kept
+
+
+def test_what_status_keeps_of_the_starts_is_read_tolerantly() -> None:
+    garbage = {
+        "watching": ["a", 3, None],
+        "starts": [{"pod": "b", "seconds": 90}, {"pod": "c", "seconds": -1}, {"pod": "d", "seconds": float("nan")},
+                   {"pod": "e", "seconds": 1e9}, {"pod": "f", "seconds": True}, {"seconds": 5}, "x"],
+    }  # fmt: skip
+    assert starts_from_status(garbage) == Starts(frozenset({"a"}), {"b": 90.0})
+    for nothing in (None, [], "x", {"watching": "a", "starts": {"b": 1}}):
+        assert starts_from_status(nothing) == Starts()
 
 
 def test_a_restarted_pod_or_a_ready_time_hours_after_creation_is_not_a_start() -> None:
