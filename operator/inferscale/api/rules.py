@@ -19,8 +19,33 @@ from inferscale.scaling.schedule import cron_problem
 # Longest accepted duration string; bounds the CEL cost estimate of `matches`.
 DURATION_MAX_LENGTH = 32
 CRON_MAX_LENGTH = 128
-# Five cron fields or one of the standard macros (croniter checks the fields themselves in Python).
-CRON_PATTERN = r"^(@(yearly|annually|monthly|weekly|daily|hourly)|\S+( +\S+){4})$"
+
+
+def _cron_field(value: str, words: bool) -> str:
+    """One cron field: a list of *, ? or a value or range of values in the field's range, each with a step.
+    Where croniter reads names and marks (jan, mon-fri, L, 15W, 1#2), an item with a letter or # is left to
+    it: the pattern refuses out-of-range numbers at `kubectl apply`, never an expression croniter reads."""
+    item = rf"(\*|\?|0*({value})(-0*({value}))?)(/0*[1-9][0-9]*)?"
+    if words:
+        item = rf"({item}|[0-9A-Za-z?*/-]*[A-Za-z#][0-9A-Za-z#?*/-]*)"
+    return rf"{item}(,{item})*"
+
+
+# Five cron fields, each within its range, or one of the standard macros. croniter also checks them in
+# Python, and whether the expression ever matches (February 30th passes the pattern).
+CRON_PATTERN = (
+    r"^(@(yearly|annually|monthly|weekly|daily|hourly)|"
+    + " +".join(
+        (
+            _cron_field("[1-5]?[0-9]", words=False),
+            _cron_field("1?[0-9]|2[0-3]", words=False),
+            _cron_field("[1-9]|[12][0-9]|3[01]", words=True),
+            _cron_field("[1-9]|1[0-2]", words=True),
+            _cron_field("[0-7]", words=True),
+        )
+    )
+    + ")$"
+)
 PERCENT_PATTERN = r"^[1-9][0-9]*%$"
 LABEL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 
@@ -87,7 +112,8 @@ TPOT_NEEDS_VLLM = Rule(
 )
 CRON = Rule(
     f"self.matches({_cel_string(CRON_PATTERN)})",
-    "must be a cron expression with five fields such as '0 9 * * 1-5', or a macro such as @daily",
+    "must be a cron expression with five fields within their ranges (minute 0-59, hour 0-23, day 1-31, "
+    "month 1-12, weekday 0-7) such as '0 9 * * 1-5', or a macro such as @daily",
 )
 # Checked in Python only: map keys have no maxLength, so a CEL `matches` over them is estimated at the
 # full request size and the API server would refuse the whole CRD for exceeding its cost budget.

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from inferscale.api import rules
 from inferscale.api.crd import SchemaError, _Translator, crd, crd_yaml
 from inferscale.api.status import InferenceServiceStatus
 from inferscale.scaling.durations import DURATION_PATTERN
+from inferscale.scaling.schedule import cron_problem
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "crds" / "inferscale.dev_inferenceservices.yaml"
@@ -178,7 +180,9 @@ def test_cel_duration_regex_agrees_with_python(text: str) -> None:
     assert python_ok == bool(re.search(cel_regex, text))
 
 
-@pytest.mark.parametrize("text", ["0 9 * * 1-5", "@daily", "*/5 * * * *", "0 9 * *", "every day", "@often"])
+@pytest.mark.parametrize(
+    "text", ["0 9 * * 1-5", "@daily", "*/5 * * * *", "0 9 * *", "every day", "@often", "0 24 * * *", "0 9 * * sun"]
+)
 def test_cel_cron_shape_agrees_with_python(text: str) -> None:
     cel_ok = bool(re.search(_cel_literal(rules.CRON.cel), text))
     try:
@@ -187,6 +191,45 @@ def test_cel_cron_shape_agrees_with_python(text: str) -> None:
     except ValueError:
         python_ok = False
     assert python_ok == cel_ok
+
+
+FIELDS = (  # (lowest, highest, words croniter reads there) per field
+    (0, 59, ()),
+    (0, 23, ()),
+    (1, 31, ("L", "15W", "LW")),
+    (1, 12, ("jan", "MAR", "jan-jun", "dec")),
+    (0, 7, ("mon", "SUN", "mon-fri", "1#2", "5L", "fri#3")),
+)
+
+
+def _random_field(rnd: random.Random, low: int, high: int, words: tuple[str, ...], out: bool = False) -> str:
+    """A list of items; with `out`, every item is a number, a range or a zero-padded number out of range."""
+
+    def value() -> str:
+        return str(rnd.choice([high + 1, high + 7, *([low - 1] if low else [])]) if out else rnd.randint(low, high))
+
+    def item() -> str:
+        shape = rnd.choice([2, 3, 5] if out else range(6))
+        base = ["*", "?", value(), f"{value()}-{value()}", rnd.choice(words or ("*",)), f"0{value()}"][shape]
+        return base + (f"/{rnd.choice([1, 2, 5, 15])}" if rnd.random() < 0.3 and shape != 4 else "")
+
+    return ",".join(item() for _ in range(rnd.choice([1, 1, 1, 2, 3])))
+
+
+def test_the_cron_pattern_refuses_no_expression_croniter_reads_and_every_number_out_of_range() -> None:
+    rnd = random.Random(11)
+    pattern, read = re.compile(_cel_literal(rules.CRON.cel)), 0
+    for _ in range(3000):
+        fields = [_random_field(rnd, low, high, words) for low, high, words in FIELDS]
+        text = " ".join(fields)
+        if cron_problem(text) is None:
+            read += 1
+            assert pattern.fullmatch(text), text
+        bad = rnd.randrange(5)
+        fields[bad] = _random_field(rnd, *FIELDS[bad][:2], (), out=True)
+        out = " ".join(fields)
+        assert not pattern.fullmatch(out), out  # croniter itself reads some, such as month 0-0
+    assert read > 500  # a fair share of the sample is expressions croniter reads
 
 
 def test_unknown_json_schema_construct_fails_loudly() -> None:
