@@ -30,6 +30,7 @@ from tests.e2e.infsvc import (
     waiting_seen,
 )
 from tests.e2e.operator_proc import OperatorProcess
+from tests.e2e.test_stack import condition as condition_of
 from tests.e2e.test_stack import gpu_deployment, pods, ts
 
 COST = "controller.kubernetes.io/pod-deletion-cost"
@@ -593,3 +594,49 @@ def test_q_a_deleted_managed_deployment_comes_back_with_the_replicas_it_had(
         return body if body and body["metadata"]["uid"] != old else None
 
     assert eventually(recreated, 30, "the managed Deployment, recreated")["spec"]["replicas"] == 3
+
+
+def test_r_a_rollout_of_the_target_neither_scales_it_nor_leaves_the_old_pods_starts_behind(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # Every model upgrade: the Deployment replaces each pod (25% surge, 25% unavailable), new pods not Ready
+    # and old ones terminating side by side. At a load 4 replicas carry (KV 75% against an 80% target, inside
+    # the tolerance), nothing about the rollout is a reason to scale.
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 4, 1, "8s", "12s"))
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    try:
+        exporter.set(kv=0.75, waiting=0, running=4)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 1, "max": 8}))
+        operator.start()
+        eventually(lambda: len(exporter.pods) == 4, 60, "4 Ready pods")
+        old = {p["metadata"]["name"] for p in pods(cluster, namespace, "llm")}
+        st = status_where(
+            cluster, namespace, lambda s: len((s.get("timeToReady") or {}).get("starts") or []) == 4, 60, "4 starts"
+        )
+        assert {s["pod"] for s in st["timeToReady"]["starts"]} == old
+
+        cluster.kubectl("rollout", "restart", "deployment/llm", "-n", namespace)
+        seen: list[tuple[float, int]] = []
+
+        def replaced() -> bool:
+            seen.append((time.monotonic(), replicas(cluster, namespace)))
+            now = pods(cluster, namespace, "llm")
+            ready = [p for p in now if (condition_of(p, "Ready") or {}).get("status") == "True"]
+            return not old & {p["metadata"]["name"] for p in now} and len(ready) == 4
+
+        eventually(replaced, 120, "every pod replaced and 4 Ready")
+        new = {p["metadata"]["name"] for p in pods(cluster, namespace, "llm")}
+        # the starts kept are the new pods' (watched from before they were Ready), not the deleted ones'
+        st = status_where(
+            cluster,
+            namespace,
+            lambda s: {x["pod"] for x in (s.get("timeToReady") or {}).get("starts") or []} == new,
+            30,
+            "the new pods' starts",
+        )
+        assert st["timeToReady"]["samples"] == 4 and st["timeToReady"]["watching"] == []
+        seen += sample_replicas(cluster, namespace, 2 * TICK)
+        assert {n for _, n in seen} == {4}, seen
+        assert not events(cluster, namespace, "ScaledUp") and not events(cluster, namespace, "ScaledDown")
+    finally:
+        exporter.stop()
