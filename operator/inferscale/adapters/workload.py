@@ -74,11 +74,20 @@ def _condition(pod: Obj, kind: str) -> Obj | None:
 
 @dataclass(frozen=True)
 class Start:
-    """A Ready pod's creation -> Ready (seconds) and its age at the tick."""
+    """A Ready pod's creation -> Ready (seconds), its age and how long it has been Ready at the tick."""
 
     pod: str
     seconds: float
     age: float
+    ready_for: float
+
+
+@dataclass(frozen=True)
+class Unready:
+    """A pod not Ready, and whether it has not been Ready yet (a start the operator can watch)."""
+
+    pod: str
+    never_ready: bool
 
 
 @dataclass(frozen=True)
@@ -94,11 +103,40 @@ class TargetState:
     # of `pending`, those not Ready after a container restart (crash-looping, or killed by their probes):
     # counted as on their way, as HPA counts them, and named in a condition, since they may never arrive
     restarting: int = 0
-    unready: tuple[tuple[str, float], ...] = ()  # (name, age) of the pending pods
+    unready: tuple[Unready, ...] = ()  # the pending pods
 
     @property
     def time_to_ready(self) -> tuple[float, ...]:
         return tuple(s.seconds for s in self.starts)
+
+
+def _start_up(pod: Obj, created: float | None, became: Any) -> float | None:
+    """Creation -> `became`, less the time over CAPACITY_BLOCKED_AFTER the pod waited for a node: a node
+    provisioned for it is part of a replica's start, an hour without GPUs is a capacity problem
+    (CapacityBlocked), not a start-up to lead every forecast by."""
+    at = parse_time(became)
+    if created is None or at is None:
+        return None
+    sched = _condition(pod, "PodScheduled")
+    placed = parse_time(sched.get("lastTransitionTime")) if sched and sched.get("status") == "True" else None
+    waited = max(0.0, (placed - created) - CAPACITY_BLOCKED_AFTER) if placed is not None else 0.0
+    seconds = at - created - waited
+    return seconds if 0 <= seconds <= MAX_TIME_TO_READY else None
+
+
+def _never_ready(pod: Obj, ready_cond: Obj | None, created: float | None) -> bool:
+    """Whether a pod not Ready has not been Ready yet: the kubelet marks a new pod not Ready when it takes
+    it on, so its Ready condition dates from its placement (or there is none yet); a pod that lost its
+    readiness later (a probe that flaps) dates it from then."""
+    if restarts(pod.get("status") or {}):
+        return False
+    if ready_cond is None:
+        return True
+    since = parse_time(ready_cond.get("lastTransitionTime"))
+    sched = _condition(pod, "PodScheduled")
+    placed = parse_time(sched.get("lastTransitionTime")) if sched and sched.get("status") == "True" else None
+    origin = placed if placed is not None else created
+    return since is not None and origin is not None and since - origin <= WITNESS_FLOOR
 
 
 def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> TargetState:
@@ -110,7 +148,7 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
     pending = blocked = restarting = 0
     message = None
     starts: list[Start] = []
-    unready: list[tuple[str, float]] = []
+    unready: list[Unready] = []
     for pod in pods:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") or not selector_matches(selector, meta.get("labels") or {}):
@@ -119,18 +157,18 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
         if phase in ("Succeeded", "Failed"):
             continue
         name, created = str(meta.get("name")), parse_time(meta.get("creationTimestamp"))
-        age = now - created if created is not None else math.inf
         ready_cond = _condition(pod, "Ready")
         if ready_cond and ready_cond.get("status") == "True":
             ready.add(name)
-            became = parse_time(ready_cond.get("lastTransitionTime"))
             # a restarted container's Ready time is its restart's, not the start-up's
-            fresh = not restarts(pod.get("status") or {})
-            if fresh and created is not None and became is not None and 0 <= became - created <= MAX_TIME_TO_READY:
-                starts.append(Start(name, became - created, age))
+            became = ready_cond.get("lastTransitionTime")
+            seconds = None if restarts(pod.get("status") or {}) else _start_up(pod, created, became)
+            if seconds is not None:
+                age = now - created if created is not None else math.inf
+                starts.append(Start(name, seconds, age, now - (parse_time(became) or -math.inf)))
             continue
         pending += 1
-        unready.append((name, age))
+        unready.append(Unready(name, _never_ready(pod, ready_cond, created)))
         if restarts(pod.get("status") or {}):
             restarting += 1
         sched = _condition(pod, "PodScheduled")
@@ -156,7 +194,7 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
 @dataclass(frozen=True)
 class Starts:
     """What the operator keeps between ticks to measure start-ups that a readiness flap cannot move: the
-    pods it saw before they were Ready, and the first creation -> Ready of each it saw become Ready."""
+    pods not Ready yet, and the first creation -> Ready of each it saw become Ready."""
 
     watching: frozenset[str] = frozenset()
     seen: Mapping[str, float] = field(default_factory=dict)
@@ -173,22 +211,23 @@ def measure_time_to_ready(ts: TargetState, kept: Starts, previous: float | None,
     """The slowest start-up among the target's current pods; the previous value when none is measured.
 
     The lead must cover the replica that starts slowly: a lead at the typical start lets the load arrive
-    before half of the new replicas do. A pod the operator watched start (seen before it was Ready, or
-    younger than two ticks) counts with its first Ready, however slow; a pod already Ready when first
-    seen counts only within FLAP_FACTOR of the typical start, since its Ready time may be a flap's."""
+    before half of the new replicas do. A pod the operator watched start counts with its first Ready,
+    however slow: one younger than two ticks, or one not Ready yet at an earlier tick and Ready for at most
+    two ticks now. A pod that became Ready unwatched (the operator was down, or adopted the target) counts
+    only within FLAP_FACTOR of the typical start, since its Ready time may be a flap's. `interval` is the
+    time between the service's ticks."""
     span = max(WITNESS_FLOOR, 2 * interval)
-    live = ts.ready_pods | {name for name, _ in ts.unready}
+    live = ts.ready_pods | {u.pod for u in ts.unready}
     seen = {pod: s for pod, s in kept.seen.items() if pod in live}
     unwatched = []
     for start in ts.starts:
         if start.pod in seen:
             continue
-        if start.pod in kept.watching or start.age <= span:
+        if start.age <= span or (start.pod in kept.watching and start.ready_for <= span):
             seen[start.pod] = start.seconds
         else:
             unwatched.append(start.seconds)
-    watching = frozenset(n for n, age in ts.unready if n not in seen and (n in kept.watching or age <= span))
-    now_kept = Starts(watching, seen)
+    now_kept = Starts(frozenset(u.pod for u in ts.unready if u.never_ready and u.pod not in seen), seen)
     samples = [*seen.values(), *unwatched]
     if not samples:
         return TimeToReadyMeasure(previous, now_kept, 0)

@@ -21,13 +21,17 @@ DURATION_MAX_LENGTH = 32
 CRON_MAX_LENGTH = 128
 
 
-def _cron_field(value: str, words: bool) -> str:
-    """One cron field: a list of *, ? or a value or range of values in the field's range, each with a step.
-    Where croniter reads names and marks (jan, mon-fri, L, 15W, 1#2), an item with a letter or # is left to
-    it: the pattern refuses out-of-range numbers at `kubectl apply`, never an expression croniter reads."""
-    item = rf"(\*|\?|0*({value})(-0*({value}))?)(/0*[1-9][0-9]*)?"
-    if words:
-        item = rf"({item}|[0-9A-Za-z?*/-]*[A-Za-z#][0-9A-Za-z#?*/-]*)"
+def _cron_field(value: str, low: str | None = None, any_day: bool = False) -> str:
+    """One cron field: a list of * (or ?, where `any_day`) or a value or range of values in the field's
+    range, each with a step; `low` is a range's lowest end where it is not a value (croniter reads day 15-0
+    as 15-31). An item with a letter or # (jan, mon-fri, L, 15W, 1#2, R for random) is left to croniter: the
+    pattern refuses out-of-range numbers at `kubectl apply`, never an expression croniter reads (but day or
+    month 0-0, which croniter takes for a range)."""
+    end = f"{value}|{low}" if low else value
+    wildcard = r"\*|\?" if any_day else r"\*"
+    number = rf"({wildcard}|0*({value})(-0*({end}))?)(/0*[1-9][0-9]*)?"
+    word = r"[0-9A-Za-z?*/-]*[A-Za-z#][0-9A-Za-z#?*/-]*"
+    item = rf"({number}|{word})"
     return rf"{item}(,{item})*"
 
 
@@ -37,11 +41,11 @@ CRON_PATTERN = (
     r"^(@(yearly|annually|monthly|weekly|daily|hourly)|"
     + " +".join(
         (
-            _cron_field("[1-5]?[0-9]", words=False),
-            _cron_field("1?[0-9]|2[0-3]", words=False),
-            _cron_field("[1-9]|[12][0-9]|3[01]", words=True),
-            _cron_field("[1-9]|1[0-2]", words=True),
-            _cron_field("[0-7]", words=True),
+            _cron_field("[1-5]?[0-9]"),
+            _cron_field("1?[0-9]|2[0-3]"),
+            _cron_field("[1-9]|[12][0-9]|3[01]", low="0", any_day=True),
+            _cron_field("[1-9]|1[0-2]", low="0"),
+            _cron_field("[0-7]", any_day=True),
         )
     )
     + ")$"

@@ -96,14 +96,17 @@ class TimeToReady(BaseModel):
 
     measured: str | None = Field(
         default=None,
-        description="Slowest creation-to-Ready among the target's current pods (the lead, duration): for a pod "
-        "the operator watched start, its first Ready; for one already Ready when first seen, its Ready time "
-        "if within twice the median (a later one is a readiness flap's). Restarted pods and starts over an "
-        "hour are left out.",
+        description="Slowest start-up among the target's current pods (the lead, duration): creation to first "
+        "Ready for a pod the operator watched start; for one that became Ready unwatched (the operator down, "
+        "the target just adopted), its Ready time if within twice the median (a later one is a readiness "
+        "flap's). Time over 2 minutes waiting for a node is a capacity problem and not counted; pods "
+        "restarted before they were measured, and starts over an hour, are left out.",
     )
     samples: int | None = Field(default=None, description="Pods measured.")
     watching: list[str] | None = Field(
-        default=None, max_length=MAX_KEPT_STARTS, description="Pods seen before they were Ready: starts watched."
+        default=None,
+        max_length=MAX_KEPT_STARTS,
+        description="Pods not Ready yet that have not been Ready: their starts are watched.",
     )
     starts: list[PodStart] | None = Field(
         default=None,

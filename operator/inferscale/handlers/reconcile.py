@@ -415,7 +415,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         msg = f"{moved}: the decision state starts afresh (a scale-down from {ts.replicas} waits a window)"
         await post_event(rt, body, "Normal", "TargetChanged", msg, now)
     starts = Starts() if moved else starts_from_status(status.get("timeToReady"))
-    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, policy.interval)
+    # a service ticks at its own interval, but no more often than the operator does
+    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, max(policy.interval, rt.default_interval))
     state = replace(prior, time_to_ready=ttr.value)
     workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
     obs, why = observe(

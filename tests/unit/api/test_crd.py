@@ -194,10 +194,10 @@ def test_cel_cron_shape_agrees_with_python(text: str) -> None:
 
 
 FIELDS = (  # (lowest, highest, words croniter reads there) per field
-    (0, 59, ()),
-    (0, 23, ()),
-    (1, 31, ("L", "15W", "LW")),
-    (1, 12, ("jan", "MAR", "jan-jun", "dec")),
+    (0, 59, ("R", "r/2")),
+    (0, 23, ("R",)),
+    (1, 31, ("L", "15W", "LW", "15-0", "20-00")),  # croniter reads 15-0 as 15-31
+    (1, 12, ("jan", "MAR", "jan-jun", "dec", "7-0")),
     (0, 7, ("mon", "SUN", "mon-fri", "1#2", "5L", "fri#3")),
 )
 

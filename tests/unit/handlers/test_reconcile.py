@@ -444,8 +444,8 @@ async def test_a_deployment_without_a_history_of_its_own_has_no_forecast_not_the
     assert decision is not None and decision.forecast_rps is None
 
 
-def starting_pod(name: str, created: float, ready_at: float | None) -> dict[str, Any]:
-    became = rfc3339(ready_at if ready_at is not None else created)
+def starting_pod(name: str, created: float, ready_at: float | None, lost_at: float | None = None) -> dict[str, Any]:
+    became = rfc3339(ready_at if ready_at is not None else lost_at if lost_at is not None else created)
     ready = {"type": "Ready", "status": "True" if ready_at is not None else "False", "lastTransitionTime": became}
     return {
         "metadata": {"name": name, "namespace": "ns", "labels": {"app": "llm"}, "creationTimestamp": rfc3339(created)},
@@ -498,7 +498,7 @@ async def test_pods_ready_before_the_operator_saw_them_are_measured_without_thei
     ttr = kube.statuses()[-1]["timeToReady"]
     assert (ttr["measured"], ttr["samples"], ttr["starts"]) == ("3m", 4, [])
     # nor does an old pod losing its readiness become a start the operator watches
-    pods[0] = starting_pod("llm-0", created, None)
+    pods[0] = starting_pod("llm-0", created, None, lost_at=NOW - 10.0)
     await reconcile(runtime(kube), tick(pods={"ns": pods}), svc(GOOD))
     assert kube.statuses()[-1]["timeToReady"]["watching"] == []
 

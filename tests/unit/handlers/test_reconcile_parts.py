@@ -6,9 +6,11 @@ from inferscale.adapters.workload import (
     Start,
     Starts,
     TargetState,
+    Unready,
     conflicting_autoscalers,
     measure_time_to_ready,
     parse_time,
+    rfc3339,
     selector_matches,
     starts_from_status,
     starts_to_status,
@@ -107,7 +109,7 @@ def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
 
 def unwatched(samples: tuple[float, ...], previous: float | None) -> float | None:
     """The lead from pods Ready for a day before the operator first saw them."""
-    starts = tuple(Start(f"p{i}", s, 86_400.0) for i, s in enumerate(samples))
+    starts = tuple(Start(f"p{i}", s, 86_400.0, 86_400.0 - s) for i, s in enumerate(samples))
     ts = TargetState(True, len(samples), frozenset(s.pod for s in starts), 0, 0, None, starts)
     return measure_time_to_ready(ts, Starts(), previous, 10.0).value
 
@@ -122,12 +124,72 @@ def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> 
 
 
 def test_a_watched_start_counts_however_slow_and_what_status_keeps_round_trips() -> None:
-    starts = (Start("fast", 60.0, 9_000.0), Start("slow", 400.0, 8_000.0))
-    ts = TargetState(True, 3, frozenset({"fast", "slow"}), 1, 0, None, starts, unready=(("new", 5.0),))
+    starts = (Start("fast", 60.0, 9_000.0, 8_940.0), Start("slow", 400.0, 400.0, 5.0))
+    unready = (Unready("new", True), Unready("flapped", False))
+    ts = TargetState(True, 4, frozenset({"fast", "slow"}), 2, 0, None, starts, unready=unready)
     got = measure_time_to_ready(ts, Starts(frozenset({"slow", "gone"}), {"fast": 60.0, "deleted": 900.0}), None, 10.0)
-    assert got.value == 400.0 and got.samples == 2  # "slow" was seen before it was Ready
-    assert got.kept == Starts(frozenset({"new"}), {"fast": 60.0, "slow": 400.0})  # "new" is 5 s old: watched
+    assert got.value == 400.0 and got.samples == 2  # "slow" was not Ready at a tick and is Ready 5 s now
+    # the watch is on pods not Ready yet, not on one that lost its readiness
+    assert got.kept == Starts(frozenset({"new"}), {"fast": 60.0, "slow": 400.0})
     assert starts_from_status(starts_to_status(got.kept)) == got.kept
+
+
+def at(offset: float) -> str:
+    return rfc3339(T0 + offset)
+
+
+T0 = 1_767_225_600.0  # 2026-01-01T00:00:00Z
+
+
+def fleet_pod(
+    name: str, ready: float | None, not_ready_since: float = 2.0, scheduled: float = 1.0
+) -> dict[str, object]:
+    """Created at T0, placed `scheduled` s later; Ready since `ready` s, else not Ready since `not_ready_since`."""
+    cond = {"type": "Ready", "status": "False", "lastTransitionTime": at(not_ready_since)}
+    if ready is not None:
+        cond = {"type": "Ready", "status": "True", "lastTransitionTime": at(ready)}
+    placed = {"type": "PodScheduled", "status": "True", "lastTransitionTime": at(scheduled)}
+    return {
+        "metadata": {"name": name, "labels": {"app": "x"}, "creationTimestamp": at(0)},
+        "status": {"phase": "Running", "conditions": [placed, cond]},
+    }
+
+
+DEP = {"spec": {"replicas": 4, "selector": {"matchLabels": {"app": "x"}}}}
+
+
+def lead(ticks: list[tuple[float, list[dict[str, object]]]], interval: float = 10.0) -> float | None:
+    kept, value = Starts(), None
+    for offset, pods in ticks:
+        got = measure_time_to_ready(target_state(DEP, pods, T0 + offset), kept, value, interval)
+        kept, value = got.kept, got.value
+    return value
+
+
+def test_a_pod_first_seen_starting_late_is_still_watched() -> None:
+    # the operator came back (or was upgraded) two minutes into a rollout: the slow pool's pods are 120 s
+    # old and not Ready yet, their Ready condition dating from their placement
+    fast = [fleet_pod("a", 60.0), fleet_pod("b", 60.0)]
+    assert lead([(120.0, [*fast, fleet_pod("c", None), fleet_pod("d", None)]),
+                 (400.0, [*fast, fleet_pod("c", 400.0), fleet_pod("d", 395.0)])]) == 400.0  # fmt: skip
+
+
+def test_a_watched_pod_that_flapped_while_the_operator_was_down_is_measured_as_unwatched() -> None:
+    fast = [fleet_pod("a", 60.0), fleet_pod("b", 60.0), fleet_pod("c", 60.0)]
+    # watched at 120 s; Ready at 400 s, flapped at 3,000 s, seen again at 3,100 s: its Ready is 100 s old
+    got = lead([(120.0, [*fast, fleet_pod("d", None)]), (3100.0, [*fast, fleet_pod("d", 3000.0)])])
+    assert got == 60.0  # unwatched, so 3,000 s is tested against the typical start, as a flap
+    # an old pod that lost its readiness a day after its placement is no start to watch either
+    ts = target_state(DEP, [fleet_pod("e", None, not_ready_since=86_000.0)], T0 + 86_400.0)
+    assert measure_time_to_ready(ts, Starts(), None, 10.0).kept.watching == frozenset()
+
+
+def test_time_waiting_for_a_node_beyond_two_minutes_is_a_capacity_problem_not_a_start() -> None:
+    # placed after 50 minutes without GPUs, Ready 400 s later: a start of 400 s plus the 120 s of node
+    # provisioning a start may include, not 3,400 s
+    stuck = fleet_pod("a", 3400.0, scheduled=3000.0)
+    assert target_state(DEP, [stuck], T0 + 3405.0).time_to_ready == (520.0,)
+    assert target_state(DEP, [fleet_pod("b", 100.0, scheduled=90.0)], T0 + 105.0).time_to_ready == (100.0,)
 
 
 def test_what_status_keeps_of_the_starts_is_read_tolerantly() -> None:
