@@ -6,6 +6,7 @@ one scrape plus two ticks; every wait below is a poll with a deadline.
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
 import json
 import math
@@ -638,5 +639,44 @@ def test_r_a_rollout_of_the_target_neither_scales_it_nor_leaves_the_old_pods_sta
         seen += sample_replicas(cluster, namespace, 2 * TICK)
         assert {n for _, n in seen} == {4}, seen
         assert not events(cluster, namespace, "ScaledUp") and not events(cluster, namespace, "ScaledDown")
+    finally:
+        exporter.stop()
+
+
+def test_s_a_readiness_probe_that_flaps_does_not_move_the_measured_start(
+    cluster: Cluster, namespace: str, operator: OperatorProcess
+) -> None:
+    # One replica Ready 10 s after its creation; later its probe fails and recovers, which moves its Ready
+    # condition's time. Measured from that time, the pod "started" in over 30 s and led every forecast so.
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1, "10s"))
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    try:
+        exporter.set(kv=0.3, waiting=0, running=2)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 1, "max": 1}))
+        operator.start()
+        st = status_where(
+            cluster, namespace, lambda s: len((s.get("timeToReady") or {}).get("starts") or []) == 1, 60, "a start"
+        )
+        first = st["timeToReady"]["measured"]
+        (pod,) = pods(cluster, namespace, "llm")
+        name, created = pod["metadata"]["name"], ts(pod["metadata"]["creationTimestamp"])
+
+        def set_ready(value: str) -> None:
+            at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            cond = {"type": "Ready", "status": value, "lastTransitionTime": at}
+            patch = json.dumps({"status": {"conditions": [cond]}})
+            cluster.kubectl("patch", "pod", name, "-n", namespace, "--subresource=status", "-p", patch)
+
+        eventually(lambda: (dt.datetime.now(dt.UTC) - created).total_seconds() > 30, 60, "the pod 30 s old")
+        set_ready("False")
+        eventually(lambda: status(cluster, namespace).get("readyReplicas") == 0, 30, "the operator to see it unready")
+        set_ready("True")
+        (pod,) = pods(cluster, namespace, "llm")
+        ready = next(c for c in pod["status"]["conditions"] if c["type"] == "Ready")
+        assert (ts(ready["lastTransitionTime"]) - created).total_seconds() > 30  # what a flap-blind measure reads
+        # the status said 0 Ready since the flap: one saying 1 is from a tick after the recovery
+        st = status_where(cluster, namespace, lambda s: s.get("readyReplicas") == 1, 30, "the pod Ready again")
+        assert st["timeToReady"]["measured"] == first and st["timeToReady"]["samples"] == 1, st["timeToReady"]
+        assert st["forecast"]["horizon"] == first
     finally:
         exporter.stop()
