@@ -133,6 +133,10 @@ def test_b_after_a_control_plane_outage_the_same_operator_acts_on_a_new_spec(
     target.set(kv=0.3, waiting=0, running=2)
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm"))
     operator.start()
+    # After the previous case restarted the API server, kwok's pod watch can take most of a minute to come back
+    # (CI at dba7ce5: the target's pod Ready 45 s after its creation, and no first decision within 60 s); the
+    # test is about the outage it causes below, so the stack first gets time to have the pod Ready.
+    eventually(lambda: len(target.pods) == 1, 120, "the target's pod Ready and reporting")
     eventually(lambda: metrics_available(cluster, namespace) == "True", 60, "a first decision")
     assert replicas(cluster, namespace) == 1
     pid = operator.proc.pid if operator.proc else None

@@ -6,11 +6,13 @@ one scrape plus two ticks; every wait below is a poll with a deadline.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import itertools
 import json
 import math
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,6 +41,19 @@ COST = "controller.kubernetes.io/pod-deletion-cost"
 
 def _keys(value: Any, like: dict[str, Any]) -> Any:
     return {k: value.get(k) for k in like} if isinstance(value, dict) else value
+
+
+@contextlib.contextmanager
+def serving(cluster: Cluster, namespace: str, deployment: str, spec: str, **load: float) -> Iterator[Exporter]:
+    """Deployment llm, engine metrics for its Ready pods at `load`, and the InferenceService `spec` on it."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=deployment)
+    exporter = Exporter(cluster, namespace, "llm", "m").start()
+    try:
+        exporter.set(**load)
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=spec)
+        yield exporter
+    finally:
+        exporter.stop()
 
 
 pytestmark = pytest.mark.usefixtures("crd")
@@ -380,12 +395,9 @@ def test_k_the_lead_is_the_slowest_start_the_operator_measured_on_the_targets_po
     cluster: Cluster, namespace: str, operator: OperatorProcess
 ) -> None:
     # Starts spread over 10-18 s (plus scheduling): none is over twice another, so none reads as a flap.
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 3, 1, "10s", "18s"))
-    exporter = Exporter(cluster, namespace, "llm", "m").start()
-    try:
-        exporter.set(kv=0.3, waiting=0, running=2)
-        spec = service("llm", replicas={"min": 3, "max": 8}, warmup={"timeToReady": "3m"})
-        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=spec)
+    spec = service("llm", replicas={"min": 3, "max": 8}, warmup={"timeToReady": "3m"})
+    deployment = gpu_deployment("llm", 3, 1, "10s", "18s")
+    with serving(cluster, namespace, deployment, spec, kv=0.3, waiting=0, running=2) as exporter:
         operator.start()
         eventually(lambda: len(exporter.pods) == 3, 60, "3 Ready pods")
 
@@ -412,8 +424,6 @@ def test_k_the_lead_is_the_slowest_start_the_operator_measured_on_the_targets_po
         by_pod = {p["metadata"]["name"]: p for p in pods(cluster, namespace, "llm")}
         kept = {s["pod"]: s["seconds"] for s in st["timeToReady"]["starts"]}
         assert sorted(kept) == sorted(by_pod) and max(kept.values()) == max(starts())
-    finally:
-        exporter.stop()
 
 
 def test_l_a_canary_beside_its_stable_fleet_forecasts_its_own_traffic(
@@ -603,11 +613,8 @@ def test_r_a_rollout_of_the_target_neither_scales_it_nor_leaves_the_old_pods_sta
     # Every model upgrade: the Deployment replaces each pod (25% surge, 25% unavailable), new pods not Ready
     # and old ones terminating side by side. At a load 4 replicas carry (KV 75% against an 80% target, inside
     # the tolerance), nothing about the rollout is a reason to scale.
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 4, 1, "8s", "12s"))
-    exporter = Exporter(cluster, namespace, "llm", "m").start()
-    try:
-        exporter.set(kv=0.75, waiting=0, running=4)
-        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 1, "max": 8}))
+    spec = service("llm", replicas={"min": 1, "max": 8})
+    with serving(cluster, namespace, gpu_deployment("llm", 4, 1, "8s", "12s"), spec, kv=0.75, running=4) as exporter:
         operator.start()
         eventually(lambda: len(exporter.pods) == 4, 60, "4 Ready pods")
         old = {p["metadata"]["name"] for p in pods(cluster, namespace, "llm")}
@@ -639,8 +646,6 @@ def test_r_a_rollout_of_the_target_neither_scales_it_nor_leaves_the_old_pods_sta
         seen += sample_replicas(cluster, namespace, 2 * TICK)
         assert {n for _, n in seen} == {4}, seen
         assert not events(cluster, namespace, "ScaledUp") and not events(cluster, namespace, "ScaledDown")
-    finally:
-        exporter.stop()
 
 
 def test_s_a_readiness_probe_that_flaps_does_not_move_the_measured_start(
@@ -648,11 +653,8 @@ def test_s_a_readiness_probe_that_flaps_does_not_move_the_measured_start(
 ) -> None:
     # One replica Ready 10 s after its creation; later its probe fails and recovers, which moves its Ready
     # condition's time. Measured from that time, the pod "started" in over 30 s and led every forecast so.
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1, "10s"))
-    exporter = Exporter(cluster, namespace, "llm", "m").start()
-    try:
-        exporter.set(kv=0.3, waiting=0, running=2)
-        cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("llm", replicas={"min": 1, "max": 1}))
+    spec = service("llm", replicas={"min": 1, "max": 1})
+    with serving(cluster, namespace, gpu_deployment("llm", 1, 1, "10s"), spec, kv=0.3, waiting=0, running=2):
         operator.start()
         st = status_where(
             cluster, namespace, lambda s: len((s.get("timeToReady") or {}).get("starts") or []) == 1, 60, "a start"
@@ -678,5 +680,3 @@ def test_s_a_readiness_probe_that_flaps_does_not_move_the_measured_start(
         st = status_where(cluster, namespace, lambda s: s.get("readyReplicas") == 1, 30, "the pod Ready again")
         assert st["timeToReady"]["measured"] == first and st["timeToReady"]["samples"] == 1, st["timeToReady"]
         assert st["forecast"]["horizon"] == first
-    finally:
-        exporter.stop()
