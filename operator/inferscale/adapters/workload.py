@@ -110,6 +110,11 @@ class TargetState:
         return tuple(s.seconds for s in self.starts)
 
 
+def _placed(pod: Obj) -> float | None:
+    sched = _condition(pod, "PodScheduled")
+    return parse_time(sched.get("lastTransitionTime")) if sched and sched.get("status") == "True" else None
+
+
 def _start_up(pod: Obj, created: float | None, became: Any) -> float | None:
     """Creation -> `became`, less the time over CAPACITY_BLOCKED_AFTER the pod waited for a node: a node
     provisioned for it is part of a replica's start, an hour without GPUs is a capacity problem
@@ -117,8 +122,7 @@ def _start_up(pod: Obj, created: float | None, became: Any) -> float | None:
     at = parse_time(became)
     if created is None or at is None:
         return None
-    sched = _condition(pod, "PodScheduled")
-    placed = parse_time(sched.get("lastTransitionTime")) if sched and sched.get("status") == "True" else None
+    placed = _placed(pod)
     waited = max(0.0, (placed - created) - CAPACITY_BLOCKED_AFTER) if placed is not None else 0.0
     seconds = at - created - waited
     return seconds if 0 <= seconds <= MAX_TIME_TO_READY else None
@@ -132,9 +136,7 @@ def _never_ready(pod: Obj, ready_cond: Obj | None, created: float | None) -> boo
         return False
     if ready_cond is None:
         return True
-    since = parse_time(ready_cond.get("lastTransitionTime"))
-    sched = _condition(pod, "PodScheduled")
-    placed = parse_time(sched.get("lastTransitionTime")) if sched and sched.get("status") == "True" else None
+    since, placed = parse_time(ready_cond.get("lastTransitionTime")), _placed(pod)
     origin = placed if placed is not None else created
     return since is not None and origin is not None and since - origin <= WITNESS_FLOOR
 
