@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from inferscale.api.status import MAX_KEPT_STARTS
-from inferscale.scaling.state import MAX_TIME_TO_READY
+from inferscale.scaling.state import stored_time_to_ready
 
 Obj = Mapping[str, Any]
 # A GPU pod the scheduler cannot place for this long is a capacity problem, not a start-up delay.
@@ -105,27 +104,21 @@ class TargetState:
     restarting: int = 0
     unready: tuple[Unready, ...] = ()  # the pending pods
 
-    @property
-    def time_to_ready(self) -> tuple[float, ...]:
-        return tuple(s.seconds for s in self.starts)
-
 
 def _placed(pod: Obj) -> float | None:
     sched = _condition(pod, "PodScheduled")
     return parse_time(sched.get("lastTransitionTime")) if sched and sched.get("status") == "True" else None
 
 
-def _start_up(pod: Obj, created: float | None, became: Any) -> float | None:
+def _start_up(pod: Obj, created: float | None, became: float | None) -> float | None:
     """Creation -> `became`, less the time over CAPACITY_BLOCKED_AFTER the pod waited for a node: a node
     provisioned for it is part of a replica's start, an hour without GPUs is a capacity problem
     (CapacityBlocked), not a start-up to lead every forecast by."""
-    at = parse_time(became)
-    if created is None or at is None:
+    if created is None or became is None:
         return None
     placed = _placed(pod)
     waited = max(0.0, (placed - created) - CAPACITY_BLOCKED_AFTER) if placed is not None else 0.0
-    seconds = at - created - waited
-    return seconds if 0 <= seconds <= MAX_TIME_TO_READY else None
+    return stored_time_to_ready(became - created - waited)
 
 
 def _never_ready(pod: Obj, ready_cond: Obj | None, created: float | None) -> bool:
@@ -163,11 +156,10 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
         if ready_cond and ready_cond.get("status") == "True":
             ready.add(name)
             # a restarted container's Ready time is its restart's, not the start-up's
-            became = ready_cond.get("lastTransitionTime")
+            became = parse_time(ready_cond.get("lastTransitionTime"))
             seconds = None if restarts(pod.get("status") or {}) else _start_up(pod, created, became)
-            if seconds is not None:
-                age = now - created if created is not None else math.inf
-                starts.append(Start(name, seconds, age, now - (parse_time(became) or -math.inf)))
+            if seconds is not None and created is not None and became is not None:
+                starts.append(Start(name, seconds, now - created, now - became))
             continue
         pending += 1
         unready.append(Unready(name, _never_ready(pod, ready_cond, created)))
@@ -256,14 +248,9 @@ def starts_from_status(value: object) -> Starts:
     for item in starts if isinstance(starts, list) else []:
         if not isinstance(item, Mapping):
             continue
-        pod, seconds = item.get("pod"), item.get("seconds")
-        if (
-            isinstance(pod, str)
-            and isinstance(seconds, int | float)
-            and not isinstance(seconds, bool)
-            and 0 <= seconds <= MAX_TIME_TO_READY
-        ):
-            seen[pod] = float(seconds)
+        pod, seconds = item.get("pod"), stored_time_to_ready(item.get("seconds"))
+        if isinstance(pod, str) and seconds is not None:
+            seen[pod] = seconds
     return Starts(names, seen)
 
 

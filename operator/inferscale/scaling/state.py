@@ -40,7 +40,7 @@ def state_to_status(state: ScalerState) -> dict[str, Any]:
             for e in state.scale_events
             if _time(e.at)
         ],
-        "timeToReady": _within(state.time_to_ready, 0.0, MAX_TIME_TO_READY),
+        "timeToReady": stored_time_to_ready(state.time_to_ready),
         "capacityRps": _capacity_rps(state.capacity_rps),
         "capacityFactor": _capacity_factor(state.capacity_factor),
         "lastTick": _last_tick_to_status(state.last_tick) if state.last_tick is not None else None,
@@ -69,7 +69,7 @@ def state_from_status(obj: Mapping[str, Any] | None) -> ScalerState:
     return ScalerState(
         recommendations=tuple(sorted(recs, key=lambda r: r.at)),
         scale_events=tuple(sorted(events, key=lambda e: e.at)),
-        time_to_ready=_within(obj.get("timeToReady"), 0.0, MAX_TIME_TO_READY),
+        time_to_ready=stored_time_to_ready(obj.get("timeToReady")),
         capacity_rps=_capacity_rps(obj.get("capacityRps")),
         capacity_factor=_capacity_factor(obj.get("capacityFactor")),
         last_tick=_last_tick_from_status(obj.get("lastTick")),
@@ -137,6 +137,11 @@ def _non_negative(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value >= 0:
         return float(value)
     return None
+
+
+def stored_time_to_ready(value: object) -> float | None:
+    """A start-up read back from status (seconds), or None when it is not one the operator could measure."""
+    return _within(value, 0.0, MAX_TIME_TO_READY)
 
 
 def _capacity_rps(value: object) -> float | None:
