@@ -4,8 +4,10 @@ Three methods, chosen by how much history there is:
 
 - ``seasonal``: history spans at least two seasons. The forecast is the current level plus the
   change the same time of day saw over the horizon in past seasons (median over up to
-  `MAX_SEASONS`), i.e. Holt's level with an additive seasonal profile. Only the samples near the
-  needed instants are read (binary search), so the cost does not grow with weeks of history.
+  `MAX_SEASONS`), i.e. Holt's level with an additive seasonal profile, capped like the trend: with
+  two days kept the median is the mean of two, so one incident yesterday would otherwise be half
+  forecast again today. Only the samples near the needed instants are read (binary search), so the
+  cost does not grow with weeks of history.
 - ``holt``: at least `MIN_TREND_SAMPLES` samples over `MIN_TREND_SPAN`: Holt's linear trend on the
   last `TREND_SAMPLES` samples, its growth capped at `MAX_GROWTH` × the recent peak so one noisy
   ramp cannot ask for an unbounded fleet.
@@ -32,7 +34,7 @@ MIN_TREND_SPAN = 600.0  # seconds: a shorter history is noise, not a trend
 TREND_SAMPLES = 30  # Holt runs on the newest samples only: old trends are not today's trend
 HOLT_ALPHA = 0.5  # level smoothing; history is already a 1-minute rate, so react fast
 HOLT_BETA = 0.2  # trend smoothing: slower, one bump is not a trend
-MAX_GROWTH = 4.0  # the trend may not forecast more than this multiple of the recent peak
+MAX_GROWTH = 4.0  # neither trend nor season may forecast more than this multiple of the recent peak
 MAX_SEASONS = 7  # past seasons looked at for the seasonal profile
 SEASON_PROBE = 300.0  # half-width of the window averaged around each past instant
 
@@ -71,7 +73,7 @@ def forecast(history: Sequence[RateSample], now: float, horizon: float, season: 
     if span >= 2 * season:
         profile = _seasonal_change(history, end, now, horizon, season)
         if profile is not None:
-            return Forecast(max(peak, level + profile), "seasonal", horizon, peak)
+            return Forecast(max(peak, min(level + profile, MAX_GROWTH * peak)), "seasonal", horizon, peak)
     if len(recent) >= MIN_TREND_SAMPLES and span >= MIN_TREND_SPAN:
         projected = min(level + trend * horizon, MAX_GROWTH * peak)
         return Forecast(max(peak, projected), "holt", horizon, peak)

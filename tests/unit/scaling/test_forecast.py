@@ -62,6 +62,19 @@ def test_seasonal_profile_anticipates_the_daily_ramp() -> None:
     assert f.rps == pytest.approx(daily(now + 1800.0), abs=0.5)
 
 
+def test_seasonal_growth_is_capped_like_the_trend() -> None:
+    # an incident yesterday (100x for 20 minutes) is no reason to ask for 100x today at the same hour
+    quiet, incident_at = 2.0, DAY + 43200.0
+    history = [
+        RateSample(t, 200.0 if incident_at <= t < incident_at + 1200.0 else quiet) for t in range(0, int(2 * DAY), 60)
+    ]
+    now = 2 * DAY + 43200.0 - 300.0
+    history += [RateSample(t, quiet) for t in range(int(2 * DAY), int(now) + 1, 60)]
+    f = forecast(history, now=now, horizon=600.0)
+    assert f.method == "seasonal"
+    assert f.rps == pytest.approx(MAX_GROWTH * quiet)
+
+
 def test_seasonal_uses_only_samples_up_to_now() -> None:
     history = [RateSample(t, daily(t)) for t in range(0, int(3 * DAY), 60)]
     now = 2.5 * DAY
