@@ -4,6 +4,7 @@ minimal (that account cannot read Secrets or change what it does not own)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -12,14 +13,17 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
+from inferscale.adapters.deletion_cost import cost_patch
+from inferscale.adapters.kube import Credentials, KubeApi, KubeError
 from tests.e2e.cluster import REPO, Cluster, eventually
 from tests.e2e.exporter import Exporter
 from tests.e2e.infsvc import events, replicas, service, status, waiting_seen
 from tests.e2e.operator_proc import OperatorProcess
-from tests.e2e.test_stack import gpu_deployment
+from tests.e2e.test_stack import gpu_deployment, pods
 
 
 def helm(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:
@@ -192,3 +196,71 @@ def test_without_the_grant_on_pods_a_scale_down_still_happens_and_a_warning_says
             op.stop()
             exporter.stop()
         op.assert_no_tracebacks()
+
+
+def test_the_admission_policy_lets_the_account_write_only_what_it_owns(
+    cluster: Cluster, namespace: str, release: tuple[str, str, Cluster]
+) -> None:
+    # RBAC grants patch on pods and create/patch on Deployments; the chart's ValidatingAdmissionPolicy narrows
+    # both: the operator, run with the chart's account, still creates and updates its managed Deployment and
+    # writes deletion costs, while the same account is refused any other change.
+    _, _, as_sa = release
+    container = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    template = {"metadata": {"labels": {"app": "managed"}}, "spec": {"containers": [container]}}
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("managed", target=None, template=template))
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("plain", 1, 1))
+    op = OperatorProcess(as_sa, namespace, interval="5s")
+    try:
+        op.start()
+        eventually(lambda: events(cluster, namespace, "Created"), 60, "the managed Deployment's creation")
+        newer = {"spec": {"template": {"spec": {"containers": [{**container, "image": "vllm/vllm-openai:v0.11.1"}]}}}}
+        cluster.kubectl(
+            "patch", "inferenceservice", "managed", "-n", namespace, "--type=merge", "-p", json.dumps(newer)
+        )
+
+        def image() -> str:
+            dep = cluster.kubectl_json("get", "deployment", "managed", "-n", namespace)
+            return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
+
+        eventually(lambda: image() == "vllm/vllm-openai:v0.11.1", 60, "the template update by the chart's account")
+    finally:
+        op.stop()
+    op.assert_no_tracebacks()
+    assert not events(cluster, namespace, "UpdateFailed"), op.output()[-3000:]
+    pod = eventually(
+        lambda: next((p["metadata"]["name"] for p in pods(cluster, namespace, "plain")), None), 60, "its pod"
+    )
+    asyncio.run(_writes_as(as_sa, namespace, pod))
+
+
+async def _writes_as(as_sa: Cluster, namespace: str, pod: str) -> None:
+    kube = KubeApi(Credentials.load(as_sa.kubeconfig))
+    pods, deployments = f"/api/v1/namespaces/{namespace}/pods", f"/apis/apps/v1/namespaces/{namespace}/deployments"
+    try:
+        await kube.merge_patch(f"{pods}/{pod}", cost_patch(7))  # what a scale-down writes
+        await kube.merge_patch(f"{pods}/{pod}", cost_patch(None))
+        await kube.merge_patch(f"{deployments}/plain/scale", {"spec": {"replicas": 2}})  # not matched: /scale
+        refused: list[tuple[str, dict[str, Any], str]] = [
+            (f"{pods}/{pod}", {"metadata": {"labels": {"app": "other"}}}, "deletion-cost annotations"),
+            (f"{pods}/{pod}", {"metadata": {"annotations": {"note": "x"}}}, "deletion-cost annotations"),
+            (
+                f"{deployments}/plain",
+                {"spec": {"template": {"metadata": {"labels": {"x": "y"}}}}},
+                "InferenceService owns",
+            ),
+            (
+                f"{deployments}/managed",
+                {"metadata": {"labels": {"app.kubernetes.io/managed-by": "me"}}},
+                "InferenceService owns",
+            ),
+        ]
+        for path, patch, message in refused:
+            with pytest.raises(KubeError) as refusal:
+                await kube.merge_patch(path, patch)
+            assert refusal.value.status == 403 and message in str(refusal.value), (path, patch, str(refusal.value))
+        unowned = json.loads(gpu_deployment("unowned", 0, 1))
+        with pytest.raises(KubeError) as refusal:
+            await kube.create(deployments, unowned)
+        assert refusal.value.status == 403 and "InferenceService owns" in str(refusal.value), str(refusal.value)
+    finally:
+        await kube.close()

@@ -48,17 +48,18 @@ The rules the operator needs in every namespace it watches. Each rule says why; 
 - apiGroups: ["inferscale.dev"]
   resources: ["inferenceservices/status"]
   verbs: ["patch"]
-# Application: read the target's spec.replicas, selector and rollout state.
+# Application: read the target's spec.replicas, selector and rollout state (a cache kept by list and watch).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list", "watch"]
 # Application: the only write to a scaled workload - its replica count, through /scale.
 - apiGroups: ["apps"]
   resources: ["deployments/scale"]
-  verbs: ["get", "patch"]
+  verbs: ["patch"]
 {{- if .Values.rbac.managedDeployments }}
 # Application (managed mode, spec.template): create and update the Deployment the operator owns. No delete:
 # the Deployment carries an ownerReference, so the garbage collector removes it with its InferenceService.
+# RBAC cannot narrow these to owned Deployments; the chart's ValidatingAdmissionPolicy does.
 - apiGroups: ["apps"]
   resources: ["deployments"]
   verbs: ["create", "patch"]
@@ -75,7 +76,8 @@ The rules the operator needs in every namespace it watches. Each rule says why; 
   verbs: ["list", "watch"]
 {{- if .Values.podDeletionCost }}
 # Application: before a scale-down, set controller.kubernetes.io/pod-deletion-cost on the target's Ready pods
-# (the requests each holds), so the ReplicaSet removes the idlest. Patch only: no create, no delete.
+# (the requests each holds), so the ReplicaSet removes the idlest. Patch only: no create, no delete; the
+# chart's ValidatingAdmissionPolicy refuses a patch of anything but the two deletion-cost annotations.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["patch"]
@@ -90,15 +92,11 @@ The rules the operator needs in every namespace it watches. Each rule says why; 
 - apiGroups: ["keda.sh"]
   resources: ["scaledobjects"]
   verbs: ["list"]
-# Framework and application: an Event per scale action (kopf posts core/v1 Events; patch lets a
-# repeated Event be counted instead of duplicated).
+# Framework and application: an Event per scale action and per problem (kopf and the operator post core/v1
+# Events; neither patches them).
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
-# Application: the same through the newer events.k8s.io/v1 API, which Kubernetes clients prefer.
-- apiGroups: ["events.k8s.io"]
-  resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end -}}
 
 {{/* Share of requests slower than the TTFT target, from vLLM's own histogram (TTFT = queue + prefill). */}}

@@ -201,6 +201,7 @@ class Collector:
         self.kube, self.prom = kube, prom
         self.namespaces = namespaces  # None: cluster-wide
         self.interval = interval
+        metrics.TICK_INTERVAL.set(interval)
         self.clock = clock
         self.log = logger or logging.getLogger("inferscale.collector")
         # per (selector group, namespace, model, Deployment): two services that serve one model name on

@@ -59,6 +59,8 @@ LEADER = Gauge(
     registry=REGISTRY,
 )
 LAST_TICK = Gauge("inferscale_last_tick_timestamp_seconds", "When the last complete tick finished.", registry=REGISTRY)
+# what the stall alert measures a tick's age against (/healthz allows 3 ticks and 30 s)
+TICK_INTERVAL = Gauge("inferscale_tick_interval_seconds", "The operator's tick (--interval).", registry=REGISTRY)
 
 
 class RequestCounts(Collector):

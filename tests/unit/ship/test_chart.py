@@ -130,9 +130,13 @@ def test_cluster_wide_rbac_is_least_privilege(render: Render) -> None:
         ("autoscaling", "horizontalpodautoscalers", "list"),
         ("keda.sh", "scaledobjects", "list"),
         ("", "events", "create"),
-        ("events.k8s.io", "events", "create"),
     }
     assert needed <= grants
+    # nothing the operator never asks for: it reads Deployments from a watch, writes /scale without reading it,
+    # and only posts core/v1 Events
+    unused = {("apps", "deployments", "get"), ("apps", "deployments/scale", "get"), ("", "events", "patch")}
+    assert not unused & grants
+    assert not any(group == "events.k8s.io" for group, _, _ in grants)
     assert not any("*" in part for grant in grants for part in grant)
     resources = {r for _, r, _ in grants}
     assert not resources & {"secrets", "namespaces", "customresourcedefinitions", "kopfpeerings", "clusterkopfpeerings"}
@@ -220,6 +224,9 @@ def test_every_rbac_rule_says_why() -> None:
         (["--set-json", "prometheusRule.ttftSLO.objective=1.5"], "exclusiveMaximum"),
         (["--set-json", 'prometheus.headers={"Authorization":"Bearer x"}'], "invalid propertyName 'Authorization'"),
         (["--set-json", 'prometheus.headers={"X Org":"a"}'], "invalid propertyName 'X Org'"),
+        (["--set", "interval=0s"], "/interval"),
+        (["--set", "interval=0m0s"], "/interval"),
+        (["--set", r"podLabels.app\.kubernetes\.io/instance=x"], "invalid propertyName 'app.kubernetes.io/instance'"),
         (
             ["--set", "prometheus.bearerToken.secretName=t,prometheus.basicAuth.secretName=b"],
             "give at most one way to authenticate to Prometheus, not prometheus.bearerToken.secretName and "
@@ -316,3 +323,90 @@ def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Any) -> None:
     result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {sum(len(g['rules']) for g in rule['spec']['groups'])} rules found" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("interval", "quiet", "stalled"),
+    [("600", "25m", "40m"), ("10", "5m", "11m"), (None, "5m", "11m")],
+    ids=["10-minute-tick", "10-second-tick", "tick-not-exported"],
+)
+def test_the_stall_alert_waits_three_ticks_and_at_least_five_minutes(
+    render: Render, tmp_path: Any, interval: str | None, quiet: str, stalled: str
+) -> None:
+    # a fixed 5-minute threshold fired between every two ticks of a 10-minute --interval
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not found (make setup installs Debian's prometheus, which ships it)")
+    (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
+    (stall,) = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "InferscaleOperatorStalled"]
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "stall", "rules": [stall]}]}))
+    job = re.search(r'job="([^"]+)"', stall["expr"]).group(1)  # type: ignore[union-attr]
+    series = [{"series": f'inferscale_last_tick_timestamp_seconds{{job="{job}"}}', "values": "0x60"}]
+    if interval is not None:
+        series.append({"series": f'inferscale_tick_interval_seconds{{job="{job}"}}', "values": f"{interval}x60"})
+    fired = {"exp_labels": stall["labels"], "exp_annotations": stall["annotations"]}
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [
+                    {"eval_time": quiet, "alertname": "InferscaleOperatorStalled", "exp_alerts": []},
+                    {"eval_time": stalled, "alertname": "InferscaleOperatorStalled", "exp_alerts": [fired]},
+                ],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
+    result = subprocess.run(
+        [promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _writes_policy(docs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    policies = by_kind(docs, "ValidatingAdmissionPolicy")
+    assert len(policies) <= 1
+    if not policies:
+        assert not by_kind(docs, "ValidatingAdmissionPolicyBinding")
+        return None
+    (binding,) = by_kind(docs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {"policyName": policies[0]["metadata"]["name"], "validationActions": ["Deny"]}
+    return policies[0]
+
+
+def test_an_admission_policy_narrows_every_write_rbac_cannot(render: Render) -> None:
+    policy = _writes_policy(render())
+    assert policy is not None and policy["spec"]["failurePolicy"] == "Fail"
+    (condition,) = policy["spec"]["matchConditions"]
+    assert condition["expression"] == 'request.userInfo.username == "system:serviceaccount:inferscale:inferscale"'
+    rules = {
+        (r["apiGroups"][0], r["resources"][0]): r["operations"]
+        for r in policy["spec"]["matchConstraints"]["resourceRules"]
+    }
+    assert rules == {("", "pods"): ["UPDATE"], ("apps", "deployments"): ["CREATE", "UPDATE"]}
+    # each write RBAC grants on its own is matched, and only those
+    only_pods = _writes_policy(render(rbac__managedDeployments=False))
+    assert only_pods is not None
+    assert [r["resources"] for r in only_pods["spec"]["matchConstraints"]["resourceRules"]] == [["pods"]]
+    assert _writes_policy(render(rbac__managedDeployments=False, podDeletionCost=False)) is None
+    assert _writes_policy(render(rbac__create=False)) is None
+
+
+def test_the_admission_policy_names_the_account_the_operator_runs_as(render: Render) -> None:
+    policy = _writes_policy(render(serviceAccount__create=False, serviceAccount__name="ops"))
+    assert policy is not None
+    assert "system:serviceaccount:inferscale:ops" in policy["spec"]["matchConditions"][0]["expression"]
+
+
+def test_the_chart_works_as_a_dependency(helm: str, tmp_path: Any) -> None:
+    # Helm hands a subchart a `global` value, which a closed schema refused
+    umbrella = tmp_path / "umbrella"
+    (umbrella / "charts").mkdir(parents=True)
+    shutil.copytree(CHART, umbrella / "charts" / "inferscale")
+    (umbrella / "Chart.yaml").write_text("apiVersion: v2\nname: umbrella\nversion: 0.1.0\n")
+    result = run_helm(helm, "template", "u", str(umbrella), "--kube-version", KUBE_VERSION)
+    assert result.returncode == 0, result.stderr
+    assert "kind: ValidatingAdmissionPolicy" in result.stdout

@@ -53,6 +53,8 @@ def test_kustomize_builds_the_whole_base() -> None:
             "RoleBinding",
             "Service",
             "Deployment",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
         ]
     )
     namespaced = [d for d in docs if d["kind"] in ("ServiceAccount", "Service", "Deployment")]
