@@ -2,7 +2,7 @@
 
 1. the local stack (control plane built from Go modules on the first run, then cached; kwok GPU
    nodes; Prometheus);
-2. the Helm chart (CRD, RBAC, ServiceAccount);
+2. the Helm chart (CRD, RBAC, ServiceAccount, the admission policy narrowing its writes);
 3. a vLLM Deployment whose pods take 20-40 s to become Ready (a 4-8 minute model load at the replay's
    12x speed), and an InferenceService for it;
 4. the operator, run out of cluster with the chart's ServiceAccount token (the pods of simulated
@@ -221,7 +221,7 @@ def main() -> int:
     env = {**os.environ, **read_env()}
     env["PATH"] = f"{env['E2E_BIN']}:{VENV}:{os.environ.get('PATH', '')}"
 
-    print("== 2/5 helm install charts/inferscale (CRD, ServiceAccount, least-privilege RBAC)")
+    print("== 2/5 helm install charts/inferscale (CRD, ServiceAccount, RBAC, admission policy)")
     for old in sh("kubectl", "get", "namespaces", "-l", "inferscale.dev/demo", "-o", "name", env=env).split():
         sh("kubectl", "delete", old, "--wait=false", check=False, env=env)
     sh("kubectl", "create", "namespace", NS, env=env)
