@@ -17,7 +17,8 @@ Formats (auto-detected from the first line):
 Request traces are re-sorted by arrival: real ones have ties and clock jitter. A row more than
 MAX_DISORDER seconds before the latest row above it is an error, not jitter: re-sorted, a row a day early
 would move the origin by a day and leave the replay almost empty. Token counts above MAX_TOKENS and
-traces longer than MAX_SPAN (as read, or once stretched by ``time_scale``) are errors too.
+traces longer than MAX_SPAN (as read, or once stretched by ``time_scale``) are errors too, and so is a
+busiest window (a request trace's busiest minute) above MAX_RATE requests/s once scaled.
 
 Scaling, applied in this order: ``time_scale`` X divides every timestamp by X (request traces get
 X times the rate; a ServeGen curve keeps its rates on X-times shorter windows); ``rate_scale`` X
@@ -71,8 +72,9 @@ MAX_TOKENS = 10**9
 # about a million, still quick to build. Beyond it a trace is a unit mix-up or a typo, not a workload.
 MAX_SPAN = 2 * 365 * 86400.0
 START_TOLERANCE = 1e-3  # seconds: how far a ServeGen --start may be from a window boundary
-# Requests/s in one ServeGen window as read: a thousand times the busiest published curve, and far from where
-# numpy's Poisson draw of a window's count gives up.
+# Requests/s in one ServeGen window as read, and in any format's busiest window once scaled: a thousand times
+# the busiest published curve, and far from where numpy's Poisson draw of a window's count gives up. Past it,
+# the fleets sized for the peak outgrow memory (the fluid mode holds an entry per replica) and the spec's int32.
 MAX_RATE = 1e7
 # Requests of a request trace once replicated by rate_scale: about 5 GB of columns.
 MAX_REQUESTS = 200_000_000
@@ -212,6 +214,7 @@ def load_rate_curve(
         end = len(curve) * win if duration is None else min(duration, len(curve) * win)
         return [pt for pt in curve if pt.t < end]
     arrays, span = _request_trace(p, kind, time_scale)
+    _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
     arrays, span = _cut(p, arrays, span, start, duration)
     return [pt._replace(rate=pt.rate * rate_scale) for pt in _bin(arrays, span, window)]
 
@@ -229,9 +232,20 @@ def rate_curve(trace: Trace, window: float) -> list[RatePoint]:
     return _bin(arrays, trace.duration, window)
 
 
-def _bin(arrays: RequestArrays, span: float, window: float) -> list[RatePoint]:
+def _bin_index(arrays: RequestArrays, span: float, window: float) -> tuple[npt.NDArray[np.int64], int]:
+    """Each request's `window`-second bin, and the number of bins (the last arrival falls in the last)."""
     n_bins = max(1, math.ceil(span / window))
-    idx = np.minimum((arrays.arrival // window).astype(np.int64), n_bins - 1)
+    return np.minimum((arrays.arrival // window).astype(np.int64), n_bins - 1), n_bins
+
+
+def _busiest_minute(arrays: RequestArrays, span: float) -> float:
+    """Requests/s in the busiest of the one-minute bins `load_rate_curve` gives."""
+    idx, n_bins = _bin_index(arrays, span, 60.0)
+    return float(np.bincount(idx, minlength=n_bins).max()) / 60.0
+
+
+def _bin(arrays: RequestArrays, span: float, window: float) -> list[RatePoint]:
+    idx, n_bins = _bin_index(arrays, span, window)
     counts = np.bincount(idx, minlength=n_bins)
     sum_in = np.bincount(idx, weights=arrays.input_tokens, minlength=n_bins)
     sum_out = np.bincount(idx, weights=arrays.output_tokens, minlength=n_bins)
@@ -266,7 +280,9 @@ def _chunks(
         span = len(curve) * win if duration is None else min(duration, len(curve) * win)
         return _servegen_requests(curve, win, span, seed, first=len(whole) - len(curve)), span
     arrays, span = _request_trace(path, kind, time_scale)
-    arrays = _rescale_rate(arrays, span, rate_scale, seed, path)
+    _check_copies(path, len(arrays), rate_scale)
+    _check_peak(path, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
+    arrays = _rescale_rate(arrays, span, rate_scale, seed)
     arrays, span = _cut(path, arrays, span, start, duration)
     return iter([arrays]), span
 
@@ -359,17 +375,33 @@ def _check_stretch(path: Path, span: float, time_scale: float) -> None:
         )
 
 
-def _rescale_rate(
-    arrays: RequestArrays, span: float, rate_scale: float, seed: int, path: Path | None = None
-) -> RequestArrays:
+def _check_copies(path: Path, n: int, rate_scale: float) -> None:
+    if n * rate_scale > MAX_REQUESTS:
+        raise TraceError(
+            f"{path}: --rate-scale {rate_scale:g} makes its {n:,} requests {n * rate_scale:,.0f}; "
+            f"a request trace held in memory may grow to {MAX_REQUESTS:,}"
+        )
+
+
+def _check_peak(path: Path, peak: float, rate_scale: float, time_scale: float, window: str) -> None:
+    """`peak`: requests/s of the busiest `window` on the time-scaled axis, before `rate_scale`."""
+    if peak * rate_scale <= MAX_RATE:
+        return
+    # a request trace's rate grows with --time-scale too: name the flags that set it
+    flags = [
+        f"--{name} {value:g}" for name, value in (("time-scale", time_scale), ("rate-scale", rate_scale)) if value != 1
+    ]
+    flags = flags or [f"--rate-scale {rate_scale:g}"]
+    raise TraceError(
+        f"{path}: {' and '.join(flags)} take{'' if len(flags) > 1 else 's'} the busiest {window} to "
+        f"{peak * rate_scale:g} requests/s; at most {MAX_RATE:g}"
+    )
+
+
+def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: int) -> RequestArrays:
     if rate_scale == 1.0:
         return arrays
     n = len(arrays)
-    if n * rate_scale > MAX_REQUESTS:
-        raise TraceError(
-            f"{path or 'the trace'}: --rate-scale {rate_scale:g} makes its {n:,} requests {n * rate_scale:,.0f}; "
-            f"a request trace held in memory may grow to {MAX_REQUESTS:,}"
-        )
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A7E]))
     copies = math.floor(rate_scale) + (rng.random(n) < rate_scale - math.floor(rate_scale))
     src = np.repeat(np.arange(n), copies)
@@ -564,11 +596,8 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
     rate_filled = _fill_gaps(path, "total_rate_rps", [r if r > 0 else None for r in rates])
     in_filled = _fill_gaps(path, "mean_input_tokens", ins)
     out_filled = _fill_gaps(path, "mean_output_tokens", outs)
-    peak = max(rate_filled) * rate_scale
-    if peak > MAX_RATE:
-        raise TraceError(
-            f"{path}: --rate-scale {rate_scale:g} takes the busiest window to {peak:g} requests/s; at most {MAX_RATE:g}"
-        )
+    # a ServeGen window keeps its rate under --time-scale: only --rate-scale moves it
+    _check_peak(path, max(rate_filled), rate_scale, 1.0, "window")
     win = window / time_scale
     curve = [
         RatePoint((s - starts[0]) / time_scale, r * rate_scale, i, o)

@@ -65,6 +65,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--scale-down-release", "gradual"], "--scale-down-release 'gradual' is not known; known: Linear, Hold"),
         (["--time-to-ready", "4m-2m"], "--time-to-ready"),
         (["--rate-scale", "0"], "--rate-scale"),
+        (["--rate-scale", "1e15"], "--rate-scale 1e+15 takes the busiest minute to 2e+15 requests/s; at most 1e+07"),
         (["--format", "parquet"], "--format"),
         (["--mode", "fast"], "--mode"),
         (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),

@@ -379,6 +379,24 @@ def test_a_rate_scale_beyond_what_can_be_generated_is_refused_before_anything_is
         load_trace(azure, rate_scale=1e9)
 
 
+def test_a_request_traces_busiest_minute_is_held_to_servegens_rate_bound(tmp_path: Path) -> None:
+    # 3 requests in the first minute: 0.05 requests/s; 2e8 times that is 1e7, the bound itself
+    azure = write(
+        tmp_path, "az.csv", AZ + "".join(f"2023-11-16 18:{15 + s // 60}:{s % 60:02d},1,5\n" for s in (0, 1, 2, 70))
+    )
+    mooncake = write(tmp_path, "mc.jsonl", "".join(MC.format(ms, 1) for ms in (0, 1000, 2000, 70_000)))
+    for path in (azure, mooncake):
+        assert max(p.rate for p in load_rate_curve(path, rate_scale=2e8)) == pytest.approx(1e7)
+        with pytest.raises(TraceError) as err:  # the curve of the fluid mode and plan: no request is built
+            load_rate_curve(path, rate_scale=3e8)
+        assert f"{path}: --rate-scale 3e+08 takes the busiest minute to 1.5e+07 requests/s; at most 1e+07" in str(
+            err.value
+        )
+    # compressed time is a higher rate too: the message names both flags that raise it
+    with pytest.raises(TraceError, match=r"--time-scale 2 and --rate-scale 2e\+08 take the busiest minute to "):
+        load_rate_curve(azure, time_scale=2, rate_scale=2e8)
+
+
 # --- a replay from a later point (--start) --------------------------------------------------------
 
 

@@ -130,6 +130,7 @@ def test_with_no_value_meeting_it_an_engine_step_over_the_itl_slo_is_named_with_
         (["--model", "gpt-17"], "gpt-17"),
         (["--workers", "-1"], "--workers must be >= 0"),
         (["--mode", "fast"], "--mode 'fast' is not known"),
+        (["--rate-scale", "1e15"], "--rate-scale 1e+15 takes the busiest minute to 2e+15 requests/s; at most 1e+07"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(azure_trace: Path, args: list[str], message: str) -> None:
