@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
+from inferscale.api.rules import MAX_DURATION_SECONDS, NANOSECOND
 from inferscale.perf import PerfError, gpu_spec
 from inferscale.perf.catalog import vllm_batch_defaults
 from inferscale.scaling.durations import parse_duration
@@ -41,6 +42,24 @@ def positive_duration(flag: str, text: str) -> float:
     if seconds <= 0:
         raise InputError(f"{flag} must be positive, got {text!r}")
     return seconds
+
+
+def spec_duration(flag: str, text: str) -> float:
+    """A positive duration that an InferenceService spec takes too: the replay hands it to inferscale's spec,
+    which holds Kubernetes durations (whole int64 nanoseconds) and would refuse it mid-replay."""
+    seconds = positive_duration(flag, text)
+    within_spec(flag, text, seconds)
+    if seconds < NANOSECOND:
+        raise InputError(f"{flag} must be at least a nanosecond, got {text!r}")
+    return seconds
+
+
+def within_spec(flag: str, text: str, seconds: float) -> None:
+    if seconds > MAX_DURATION_SECONDS:
+        raise InputError(
+            f"{flag} must be shorter than about {MAX_DURATION_SECONDS // 3600:.0f}h (Kubernetes durations are int64 "
+            f"nanoseconds), got {text!r}"
+        )
 
 
 def http_url(flag: str, text: str) -> None:

@@ -214,16 +214,18 @@ def build_scenario(
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
         raise SimulateInputError(f"--time-to-ready: {e}") from None
+    checks.within_spec("--time-to-ready", time_to_ready, ttr.high)  # inferscale's warmup.timeToReady
     return replace(
         window,
         model=model,
         gpu=gpu,
         tp=tp,
-        slo_ttft=checks.positive_duration("--slo-ttft", slo_ttft),
-        slo_itl=checks.positive_duration("--slo-itl", slo_itl),
-        slo_tpot=checks.positive_duration("--slo-tpot-p95", slo_tpot) if slo_tpot is not None else None,
+        slo_ttft=checks.spec_duration("--slo-ttft", slo_ttft),
+        slo_itl=checks.spec_duration("--slo-itl", slo_itl),
+        slo_tpot=checks.spec_duration("--slo-tpot-p95", slo_tpot) if slo_tpot is not None else None,
         time_to_ready=ttr,
-        interval=checks.positive_duration("--interval", interval),
+        # not in the spec the replay builds, but a spec's behavior.interval takes the same values
+        interval=checks.spec_duration("--interval", interval),
         seed=seed,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,

@@ -60,6 +60,13 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--start", "10m"], "--start 10m is at or past the trace's end (599.5s in)"),
         (["--slo-ttft", "-1s"], "--slo-ttft"),
         (["--slo-tpot-p95", "0s"], "--slo-tpot-p95"),
+        # what inferscale's spec would refuse mid-replay, refused as the flags are read
+        (["--slo-ttft", "3000000h"], "--slo-ttft must be shorter than about 2562047h"),
+        (["--slo-itl", "3000000h"], "--slo-itl must be shorter than about 2562047h"),
+        (["--slo-tpot-p95", "3000000h"], "--slo-tpot-p95 must be shorter than about 2562047h"),
+        (["--time-to-ready", "100s-3000000h"], "--time-to-ready must be shorter than about 2562047h"),
+        (["--interval", "3000000h"], "--interval must be shorter than about 2562047h"),
+        (["--slo-ttft", "0.0000001ms"], "--slo-ttft must be at least a nanosecond, got '0.0000001ms'"),
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
         (["--capacity-utilization", "1.5"], "--capacity-utilization must be a fraction in (0, 1], got 1.5"),
         (["--scale-down-release", "gradual"], "--scale-down-release 'gradual' is not known; known: Linear, Hold"),

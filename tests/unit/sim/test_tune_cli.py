@@ -125,6 +125,7 @@ def test_with_no_value_meeting_it_an_engine_step_over_the_itl_slo_is_named_with_
         ),
         (["--target-attainment", "99"], "--target-attainment must be a fraction in (0, 1], got 99.0"),
         (["--slo-ttft", "fast"], "--slo-ttft"),
+        (["--slo-itl", "3000000h"], "--slo-itl must be shorter than about 2562047h (Kubernetes durations are int64"),
         (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
         (["--seed", "2", "--seed", "0", "--seed", "2"], "--seed 2 is given more than once"),
         (["--model", "gpt-17"], "gpt-17"),
