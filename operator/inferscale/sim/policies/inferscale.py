@@ -20,11 +20,13 @@
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any, overload
 
 from inferscale.api.convert import policy_from_spec, with_observed_prior
+from inferscale.api.rules import MAX_DURATION_SECONDS
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.scaling import Decision, Observation, Policy, RateSample, decide, state_from_status, state_to_status
 from inferscale.scaling.forecast import HISTORY_KEPT
@@ -66,7 +68,15 @@ def kept(history: Sequence[RateSample], now: float) -> Sequence[RateSample]:
 
 
 def _duration(seconds: float) -> str:
-    return f"{seconds:.3f}s"
+    text = f"{seconds:.3f}s"
+    # Only where the millisecond form is refused by the spec does it change, so that every other duration reads
+    # as before: under half a millisecond it reads 0s, no SLO (given to the nanosecond, the spec's resolution),
+    # and rounded up it can pass the spec's longest duration, which the CLI lets through.
+    if seconds > 0 and float(text[:-1]) == 0:
+        return f"{seconds:.9f}s"
+    if float(text[:-1]) > MAX_DURATION_SECONDS:
+        return f"{math.floor(seconds * 1000) / 1000:.3f}s"
+    return text
 
 
 def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:

@@ -151,3 +151,18 @@ def test_the_policy_forecasts_from_the_history_the_operator_keeps_not_the_whole_
     tail = kept(history, now)
     assert tail[0].at >= now - HISTORY_KEPT > tail[0].at - 60.0 and tail[-1] == history[-1]
     assert list(tail[:2]) == [s for s in history if s.at >= now - HISTORY_KEPT][:2]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "read"),
+    [
+        (0.0001, 0.0001),  # the millisecond form, 0s, is no SLO to the spec
+        (9223372036.8547, 9223372036.854),  # rounded up, it would pass the spec's longest duration
+        (0.25, 0.25),
+    ],
+)
+def test_an_slo_the_spec_takes_reaches_the_policy_whatever_its_millisecond_rounding(
+    seconds: float, read: float
+) -> None:
+    p = Inferscale(make_ctx(slo_ttft=seconds, slo_itl=seconds)).policy
+    assert (p.slo_ttft_p95, p.slo_itl_mean) == pytest.approx((read, read))
