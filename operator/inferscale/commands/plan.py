@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from inferscale.commands import checks, plan_trace
-from inferscale.commands.replay_options import DurationOpt, FormatOpt, RateScaleOpt, StartOpt, TimeScaleOpt
+from inferscale.commands.replay_options import DurationOpt, FormatOpt, StartOpt
 from inferscale.perf import (
     DoesNotFit,
     PerfError,
@@ -380,8 +380,13 @@ def plan(
         ),
     ] = None,
     fmt: FormatOpt = None,
-    rate_scale: RateScaleOpt = 1.0,
-    time_scale: TimeScaleOpt = 1.0,
+    # None rather than 1: a scale given without --trace is told apart from the default, and refused
+    rate_scale: Annotated[
+        float | None, typer.Option("--rate-scale", help="Multiply the trace's request rate (default 1).")
+    ] = None,
+    time_scale: Annotated[
+        float | None, typer.Option("--time-scale", help="Compress the trace's time (divide timestamps; default 1).")
+    ] = None,
     start: StartOpt = None,
     duration: DurationOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
@@ -389,9 +394,17 @@ def plan(
     """Size a deployment: memory breakdown, KV capacity, one replica's capacity at the SLO, replicas and cost."""
     try:
         traffic = None
+        trace_only = (
+            ("--format", fmt), ("--rate-scale", rate_scale), ("--time-scale", time_scale), ("--start", start),
+            ("--duration", duration),
+        )  # fmt: skip
+        given = [flag for flag, value in trace_only if value is not None]
+        if trace is None and given:  # they would go unused: the plan would answer another question than asked
+            raise PlanInputError(f"{', '.join(given)} need{'s' if len(given) == 1 else ''} --trace")
         if trace is not None:
             try:
-                traffic = plan_trace.load(trace, fmt, rate_scale, time_scale, start, duration)
+                scales = (1.0 if rate_scale is None else rate_scale, 1.0 if time_scale is None else time_scale)
+                traffic = plan_trace.load(trace, fmt, *scales, start, duration)
             except ValueError as e:  # TraceError, and a window with no request
                 raise PlanInputError(str(e)) from None
         result = build_plan(

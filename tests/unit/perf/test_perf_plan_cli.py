@@ -355,6 +355,21 @@ def test_trace_bad_input_is_one_error_line(tmp_path: Any, extra: list[str], mess
     assert result.exit_code == 2 and message in result.stderr and result.stderr.count("\n") == 1, result.output
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            ["--rate-scale", "-1", "--duration", "0s", "--start", "abc", "--time-scale", "nan", "--format", "bogus"],
+            "error: --format, --rate-scale, --time-scale, --start, --duration need --trace\n",
+        ),
+        (["--rate-scale", "1"], "error: --rate-scale needs --trace\n"),  # given, even at its default
+    ],
+)
+def test_trace_flags_without_a_trace_are_refused_not_ignored(extra: list[str], message: str) -> None:
+    result = runner.invoke(app, [*BASE, "--rps", "1000", "--input-tokens", "100", "--output-tokens", "10", *extra])
+    assert result.exit_code == 2 and result.stderr == message, result.output
+
+
 def test_a_missing_trace_is_named(tmp_path: Any) -> None:
     result = runner.invoke(app, [*BASE, "--trace", str(tmp_path / "nope.csv")])
     assert result.exit_code == 2 and "nope.csv" in result.stderr and "Traceback" not in result.output
