@@ -473,6 +473,8 @@ def _read_mooncake(path: Path) -> tuple[list[float], list[int], list[int]]:
                 raise TraceError(f"{path}:{line}: not valid JSON: {e.msg} at column {e.colno}") from None
             except ValueError:  # json refuses integers of thousands of digits
                 raise TraceError(f"{path}:{line}: a number has too many digits") from None
+            except RecursionError:  # json's parser recurses once per nested array or object
+                raise TraceError(f"{path}:{line}: not valid JSON: nested too deeply") from None
             if not isinstance(obj, dict):
                 raise TraceError(f"{path}:{line}: expected a JSON object, got {type(obj).__name__}")
             for key in ("timestamp", "input_length", "output_length"):

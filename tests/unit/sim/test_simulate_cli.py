@@ -106,6 +106,13 @@ def test_unparsable_or_missing_trace_exits_2(tmp_path: Path) -> None:
     assert "--format" in stderr  # the option to pass, not the loader's parameter
 
 
+def test_a_line_nested_past_the_json_parsers_depth_is_invalid_json_not_a_traceback(tmp_path: Path) -> None:
+    trace = tmp_path / "deep.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 10, "output_length": 5}\n' + "[" * 100_000 + "\n")
+    code, _, stderr = invoke("--trace", str(trace))
+    assert code == 2 and f"{trace}:2: not valid JSON" in stderr and "Traceback" not in stderr
+
+
 @pytest.fixture
 def fifo(tmp_path: Path) -> Path:
     path = tmp_path / "trace.fifo"

@@ -243,6 +243,7 @@ def test_rate_curve_of_a_trace_marks_empty_windows_unknown(tmp_path: Path) -> No
         ("w.csv", AZ + "2023-11-16 18:15:46.68,--5,5\n", ":2: ContextTokens must be an integer >= 0"),
         ("x.jsonl", MC.format(0, 1) + MC.format(1000, 10**23), ":2: input_length too large"),
         ("y.jsonl", '{"timestamp": 0, "input_length": 1' + "0" * 5000 + "}\n", ":1: a number has too many digits"),
+        ("y2.jsonl", MC.format(0, 1) + "[" * 100_000 + "\n", ":2: not valid JSON: nested too deeply"),
         # times past what the replay can cover, and rows far out of order
         ("z1.jsonl", MC.format(0, 1) + MC.format("1e15", 1), ":2: arrives 31,710 years after the first request"),
         ("z2.jsonl", MC.format(0, 1) + MC.format("1e300", 1), ":2: arrives 3.17e+289 years after"),
