@@ -95,17 +95,12 @@ def trace_file(path: Path) -> None:
         raise InputError(f"--trace {path}: is empty")
 
 
-def output_file(flag: str, path: Path, make_folder: bool = False) -> None:
+def output_file(flag: str, path: Path) -> None:
     """A file that can be written, checked before a long run rather than after it: its results would be lost.
-    `make_folder` creates a missing folder now, as the writer would at the end."""
+    A missing folder is refused, not made: a typo in its name would otherwise leave a stray tree behind."""
     folder = path.parent
     if path.is_dir():
         raise InputError(f"{flag} {path}: is a directory; give a file name")
-    if make_folder and not folder.exists():
-        try:
-            folder.mkdir(parents=True)
-        except OSError as e:
-            raise InputError(f"{flag} {path}: cannot create folder {folder}: {e.strerror or e}") from None
     if not folder.exists():
         raise InputError(f"{flag} {path}: folder {folder} does not exist")
     if not folder.is_dir():

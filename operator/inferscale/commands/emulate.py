@@ -69,7 +69,7 @@ def emulate(
         skip = checks.duration("--start", start) if start is not None else 0.0
         checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
         if results is not None:
-            checks.output_file("--results", results, make_folder=True)  # the emulator makes it anyway
+            checks.output_file("--results", results)  # as simulate's and tune's --json
         profile = replica_profile(
             model, gpu, tp, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )

@@ -154,7 +154,7 @@ def test_a_trace_that_is_not_a_readable_file_says_what_it_is(tmp_path: Path, nam
     ("target", "message"),
     [
         ("azure.csv/r.json", "--results {tmp}/azure.csv/r.json: {tmp}/azure.csv is not a folder"),
-        ("azure.csv/sub/r.json", "--results {tmp}/azure.csv/sub/r.json: cannot create folder"),
+        ("azure.csv/sub/r.json", "--results {tmp}/azure.csv/sub/r.json: folder {tmp}/azure.csv/sub does not exist"),
         (".", "is a directory; give a file name"),
         ("/proc/r.json", "--results /proc/r.json: cannot write there"),
     ],
@@ -167,13 +167,13 @@ def test_an_unwritable_results_path_exits_2_before_the_replay(
     assert replays == []
 
 
-def test_a_missing_results_folder_is_made_before_the_replay_as_the_emulator_would_at_its_end(
+def test_a_missing_results_folder_is_refused_not_made_as_simulate_refuses_it(
     trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path
 ) -> None:
     out = tmp_path / "runs" / "today" / "r.json"
     code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(out))
-    assert code == 0, err
-    assert replays and out.parent.is_dir() and not out.exists()
+    assert code == 2 and f"--results {out}: folder {out.parent} does not exist" in err
+    assert replays == [] and not (tmp_path / "runs").exists()
 
 
 def test_a_writable_results_path_is_left_as_it_was_by_the_check(
