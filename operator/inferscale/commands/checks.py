@@ -62,6 +62,11 @@ def within_spec(flag: str, text: str, seconds: float) -> None:
         )
 
 
+def not_blank(flag: str, text: str) -> None:
+    if not text.strip():
+        raise InputError(f"{flag} must not be empty, got {text!r}")
+
+
 def http_url(flag: str, text: str) -> None:
     try:
         url = urlsplit(text)

@@ -57,6 +57,9 @@ def emulate(
 
     try:
         # Checked here, before the trace is read, so that the messages name the flags (as `simulate` does).
+        checks.not_blank("--deployment", deployment)
+        checks.not_blank("--namespace", namespace)
+        checks.not_blank("--model-name", model_name)
         checks.trace_file(trace)
         checks.trace_format(fmt, TRACE_FORMATS)
         checks.positive_number("--rate-scale", rate_scale)

@@ -56,6 +56,10 @@ def run(*args: str) -> tuple[int, str]:
         (["--time-scale", "nan"], "--time-scale must be a positive number, got nan"),
         (["--time-scale", "1e-9"], "--time-scale 1e-09 stretches the trace's 4.315 s to 137 years"),
         (["--tp", "0"], "--tp must be at least 1, got 0"),
+        (["--deployment", ""], "--deployment must not be empty, got ''"),
+        (["--namespace", ""], "--namespace must not be empty, got ''"),
+        (["-n", " "], "--namespace must not be empty, got ' '"),
+        (["--model-name", ""], "--model-name must not be empty, got ''"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(trace: Path, extra: list[str], message: str) -> None:
