@@ -104,23 +104,28 @@ def build_plan(
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     limits = (max_num_seqs, max_num_batched_tokens)
     request = None
+    # Why no replica serves one request of these lengths. Given as flags, that is an error; a trace's mean is
+    # not a request of the trace, whose windows are sized at their own lengths (a window no replica serves is
+    # counted apart), so its plan is given without the one-request figures.
+    too_long: str | None = None
     if input_tokens is not None and output_tokens is not None:
         request = f"{input_tokens:,} + {output_tokens:,} tokens"
         context = model_spec(model).context_tokens
         if input_tokens + output_tokens > context:
             # vLLM refuses a max_model_len above the model's max_position_embeddings
-            fix = "the trace's requests are too long for it" if traffic else "lower --input-tokens or --output-tokens"
-            raise PlanInputError(
+            too_long = (
                 f"a{' mean' if traffic else ''} request of {request} is longer than {model_spec(model).name}'s "
-                f"context window ({context:,} tokens); {fix}"
+                f"context window ({context:,} tokens)"
             )
+            if traffic is None:
+                raise PlanInputError(f"{too_long}; lower --input-tokens or --output-tokens")
     # What the memory allows: one full-length request with the capacity model's headroom, or any KV cache.
-    wanted = 1 if input_tokens is None or output_tokens is None else input_tokens + output_tokens
+    wanted = 1 if input_tokens is None or output_tokens is None or too_long else input_tokens + output_tokens
     enough = utilization_needed(model, gpu, tp, math.ceil(wanted / KV_HEADROOM), dtype, *limits)
     utilization_is_short = gpu_memory_utilization < enough <= 1
     remedies = ["raise --tp", "use a larger --gpu"]
     if utilization_is_short:
-        purpose = f"enough for one request of {request}" if request else "the least that leaves a KV cache"
+        purpose = f"enough for one request of {request}" if wanted > 1 else "the least that leaves a KV cache"
         remedies.insert(0, f"raise --gpu-memory-utilization to at least {enough:g} ({purpose})")
     try:
         mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
@@ -136,11 +141,13 @@ def build_plan(
     profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
     if input_tokens is not None and output_tokens is not None and wanted > profile.kv_capacity_tokens:
         # vLLM refuses to start when max_model_len exceeds the KV cache: no SLO can be met
-        raise PlanInputError(
-            f"a request of {request} does not fit in one replica's KV cache "
+        too_long = (
+            f"a{' mean' if traffic else ''} request of {request} does not fit in one replica's KV cache "
             f"({profile.kv_capacity_tokens:,} tokens for {profile.model} on {profile.tp}x {profile.gpu} at "
-            f"--gpu-memory-utilization {gpu_memory_utilization:g}); {_either([*remedies, 'shorten the requests'])}"
+            f"--gpu-memory-utilization {gpu_memory_utilization:g})"
         )
+        if traffic is None:
+            raise PlanInputError(f"{too_long}; {_either([*remedies, 'shorten the requests'])}")
     price = gpu_price if gpu_price is not None else gpu_spec(gpu).price_per_hour
     replica_cost = price * profile.gpus
     plan: dict[str, Any] = {
@@ -190,6 +197,10 @@ def build_plan(
     }
     if input_tokens is None or output_tokens is None:
         return plan
+    if too_long is not None and traffic is not None:
+        plan["unattainable"] = f"{too_long}: no one-request figure is given at it"
+        _size_trace(plan, traffic, profile, ttft, itl, replica_cost)
+        return plan
     op = operating_point(profile, float(input_tokens), float(output_tokens), ttft, itl)
     plan["max_concurrency"] = max_concurrency(profile, input_tokens, output_tokens)
     plan["replica_capacity_rps"] = op.rate_rps
@@ -215,12 +226,23 @@ def build_plan(
         "advice": advice(step, itl) if step.within_slo is False and itl is not None else None,
     }
     if traffic is not None:
-        plan["trace"], sizing = plan_trace.section(traffic, profile, ttft, itl, replica_cost)
-        plan["rps"] = sizing.peak.rate_rps
-        _size(plan, sizing.peak.replicas, profile, replica_cost)
+        _size_trace(plan, traffic, profile, ttft, itl, replica_cost)
     elif rps is not None and op.rate_rps > 0:
         _size(plan, math.ceil(rps / op.rate_rps), profile, replica_cost)
     return plan
+
+
+def _size_trace(
+    plan: dict[str, Any],
+    traffic: plan_trace.TraceLoad,
+    profile: ReplicaProfile,
+    ttft: float | None,
+    itl: float | None,
+    replica_cost: float,
+) -> None:
+    plan["trace"], sizing = plan_trace.section(traffic, profile, ttft, itl, replica_cost)
+    plan["rps"] = sizing.peak.rate_rps
+    _size(plan, sizing.peak.replicas, profile, replica_cost)
 
 
 def _size(plan: dict[str, Any], replicas: int | None, profile: ReplicaProfile, replica_cost: float) -> None:
@@ -328,14 +350,18 @@ def _render(plan: dict[str, Any], console: Console) -> None:
         itl = "none" if plan["slo_itl"] is None else format_duration(plan["slo_itl"])
         c.add_row("request", f"{plan['input_tokens']} in / {plan['output_tokens']} out")
         c.add_row("SLO", f"TTFT P95 ≤ {ttft}, mean ITL ≤ {itl}")
-        c.add_row("max concurrency (KV, full length)", str(plan["max_concurrency"]))
-        if op["limited_by"] == "unattainable":
-            c.add_row("replica capacity", "0: one replica cannot meet this SLO at any load")
+        if op is None:  # a trace's mean request that no replica serves: the note below says why
+            c.add_row("replica capacity", "none at this mean request; the windows are sized at their own lengths")
         else:
-            c.add_row("replica capacity", f"{plan['replica_capacity_rps']:.2f} req/s (limited by {op['limited_by']})")
-            c.add_row("at batch / ITL / TTFT P95", f"{op['batch']:.0f} / {_ms(op['itl'])} / {_ms(op['ttft_p95'])}")
-        step = plan["prefill_step"]
-        c.add_row("step with a prompt's prefill chunk", f"{step['chunk_tokens']:,} tokens: {_ms(step['step_s'])}")
+            c.add_row("max concurrency (KV, full length)", str(plan["max_concurrency"]))
+            if op["limited_by"] == "unattainable":
+                c.add_row("replica capacity", "0: one replica cannot meet this SLO at any load")
+            else:
+                capacity = f"{plan['replica_capacity_rps']:.2f} req/s (limited by {op['limited_by']})"
+                c.add_row("replica capacity", capacity)
+                c.add_row("at batch / ITL / TTFT P95", f"{op['batch']:.0f} / {_ms(op['itl'])} / {_ms(op['ttft_p95'])}")
+            step = plan["prefill_step"]
+            c.add_row("step with a prompt's prefill chunk", f"{step['chunk_tokens']:,} tokens: {_ms(step['step_s'])}")
         if plan["rps"] is not None:
             busiest = plan["trace"] is not None
             c.add_row("load (the window needing the most replicas)" if busiest else "load", f"{plan['rps']:g} req/s")

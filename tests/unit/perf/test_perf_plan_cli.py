@@ -328,6 +328,34 @@ def test_trace_with_no_servable_window_gives_no_figure_and_says_why(tmp_path: An
     assert "in 2 of 2 windows no replica count serves the requests" in result.stdout
 
 
+@pytest.mark.parametrize(
+    ("long_prompt", "extra", "why"),
+    [
+        (10_000_000, [], "a mean request of 2,000,080 + 10 tokens is longer than llama-3.1-8b's context window"),
+        (120_000, ["--gpu-memory-utilization", "0.25"], "a mean request of 24,080 + 10 tokens does not fit in one"),
+    ],
+)
+def test_one_request_too_long_among_short_ones_leaves_its_window_out_rather_than_refusing_the_trace(
+    tmp_path: Any, long_prompt: int, extra: list[str], why: str
+) -> None:
+    # 5 requests over 3 minutes; the long one alone in the second minute takes the trace's mean past what one
+    # replica serves, but not the first or the last minute's
+    trace = tmp_path / "one_long.csv"
+    times, prompts = ["18:00:00", "18:00:30", "18:01:10", "18:02:00", "18:02:59"], [100, 100, long_prompt, 100, 100]
+    trace.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        + "".join(f"2023-11-16 {t},{p},10\n" for t, p in zip(times, prompts, strict=True))
+    )
+    plan = _json([*BASE, "--trace", str(trace), *extra])
+    assert plan["trace"]["windows"] == 3 and plan["trace"]["unattainable_windows"] == 1
+    assert plan["replicas_needed"] == 1 and plan["trace"]["peak"]["input_tokens"] == 100
+    assert plan["unattainable"].startswith(why) and plan["operating_point"] is None
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), *extra], env={"COLUMNS": "300"})
+    assert result.exit_code == 0, result.output
+    assert "in 1 of 3 windows no replica count serves the requests" in result.stdout
+    assert f"note: {why}" in result.stdout
+
+
 def test_a_trace_part_without_requests_is_one_error_line(tmp_path: Any) -> None:
     trace = tmp_path / "gap.jsonl"  # a request at 0 s and one at 5 minutes
     trace.write_text(
