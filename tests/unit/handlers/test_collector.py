@@ -5,6 +5,7 @@ from typing import Any
 
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
 from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, Collector, history_window
+from inferscale.handlers.metrics import REGISTRY
 from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.scaling.types import RateSample
 
@@ -200,3 +201,9 @@ def test_a_range_query_after_failures_starts_no_earlier_than_the_span() -> None:
     assert history_window(first[1], first[1] + HISTORY_STEP - 1) is None  # no new point due yet
     week_later = history_window(first[1], now + 7 * 86400)
     assert week_later is not None and week_later[1] - week_later[0] <= HISTORY_KEPT
+
+
+def test_the_tick_is_exported_for_the_stall_alert_to_measure_against() -> None:
+    # the chart's InferscaleOperatorStalled waits three of these; without the gauge it falls back to 5 minutes
+    Collector(Kube(), Prom(), ["ns"], 600.0)  # type: ignore[arg-type]
+    assert REGISTRY.get_sample_value("inferscale_tick_interval_seconds") == 600.0
