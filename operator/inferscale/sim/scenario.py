@@ -20,7 +20,13 @@ from inferscale.sim.policies import PolicyContext, make_policy
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.requests import Trace
 from inferscale.sim.run import RunConfig, Workload
-from inferscale.sim.traces import RatePoint, load_rate_curve, load_request_arrays, resolve_format
+from inferscale.sim.traces import (
+    RatePoint,
+    load_rate_curve,
+    load_request_arrays,
+    load_request_curve,
+    resolve_format,
+)
 
 DEFAULT_TIME_TO_READY = "210s-270s"  # BLIS: 240 ± 30 s from replica creation to serving
 MAX_OVER_PEAK = 3
@@ -118,17 +124,20 @@ class FluidPrepared:
 
 
 def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
-    """The scaled rate curve (ServeGen's own windows, request traces binned per minute), its duration
-    and the number of requests it stands for, without generating them."""
-    # The whole curve, then the cut: a duration inside the first ServeGen window leaves one point, which
-    # does not tell the window's length (it is not the 60 s bin of a request trace).
+    """The scaled rate curve (ServeGen's own windows, request traces in minutes, each over the time it
+    covers: `load_request_curve`), its duration and the number of requests it stands for, without
+    generating them."""
+    if resolve_format(s.trace, s.fmt) != "servegen":
+        curve, duration = load_request_curve(
+            s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, window=60.0, start=s.start
+        )
+        ends = [p.t for p in curve[1:]] + [duration]
+        return curve, duration, sum(p.rate * (end - p.t) for p, end in zip(curve, ends, strict=True))
+    # The whole curve, then the cut: a duration inside the first window leaves one point, which does not
+    # tell the window's length.
     whole = load_rate_curve(s.trace, s.fmt, s.rate_scale, s.time_scale, None, window=60.0, start=s.start)
-    if len(whole) > 1:
-        step = whole[1].t - whole[0].t
-    elif resolve_format(s.trace, s.fmt) == "servegen":  # one window left: as long as the file's windows
-        step = _servegen_step(s)
-    else:
-        step = 60.0
+    # one window left: as long as the file's windows
+    step = whole[1].t - whole[0].t if len(whole) > 1 else _servegen_step(s)
     end = whole[-1].t + step if whole else 0.0
     duration = end if s.duration is None else min(s.duration, end)
     curve = [p for p in whole if p.t < duration]

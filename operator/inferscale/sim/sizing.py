@@ -5,9 +5,10 @@ prompts double needs more replicas at the same rate), with the perf model's capa
 need exactly, with no cold start and no headroom, is the least any autoscaler can spend; a fleet held at
 the most any window needs is what static provisioning spends.
 
-A request trace's curve has one-minute bins, and a last bin the trace cuts short counts its requests
-over a whole minute (as `simulate --mode fluid` does): a tail of a second or two is too short a sample
-to be taken for a peak.
+A request trace's curve has one-minute windows, each counted over the time it covers of the replayed
+range (`traces.load_request_curve`, as `simulate --mode fluid` replays it), so that a trace compressed
+into seconds keeps its rate; a part-minute under half a minute at the end is joined to the minute before:
+a tail of a second or two is too short a sample to be taken for a peak.
 """
 
 from __future__ import annotations

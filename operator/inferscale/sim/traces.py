@@ -219,6 +219,55 @@ def load_rate_curve(
     return [pt._replace(rate=pt.rate * rate_scale) for pt in _bin(arrays, span, window)]
 
 
+def load_request_curve(
+    path: str | Path,
+    fmt: str | None = None,
+    rate_scale: float = 1.0,
+    time_scale: float = 1.0,
+    duration: float | None = None,
+    window: float = 60.0,
+    *,
+    start: float = 0.0,
+) -> tuple[list[RatePoint], float]:
+    """A request trace's expected rate over [start, start + duration) in `window`-second windows, and the time
+    it covers: the fluid mode's and `plan --trace`'s curve. Each window's requests are counted over the time
+    it covers of that range, not over a whole window, so that a trace compressed into less than a window, or
+    cut inside one, keeps its rate. The last window runs to the range's end, half a window to one and a half
+    long: a shorter part-window is joined to the one before, since the trace's last request sits at its very
+    end and a tail of a second would make that one request a peak. (`load_rate_curve` keeps whole-window
+    bins: the benchmark's rate scale is set on them.)"""
+    p = Path(path)
+    _check_scales(p, rate_scale, time_scale, duration, start)
+    if window <= 0:
+        raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
+    kind = resolve_format(p, fmt)
+    if kind == "servegen":
+        raise TraceError(f"{p}: a ServeGen curve keeps its own windows: use load_rate_curve")
+    arrays, span = _request_trace(p, kind, time_scale)
+    _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
+    arrays, span = _cut(p, arrays, span, start, duration)
+    n = max(1, math.floor(span / window + 0.5))
+    idx = np.minimum((arrays.arrival // window).astype(np.int64), n - 1)
+    lengths = np.full(n, window)
+    # requests at one instant cover no time: they are counted over one window, as a rate needs some
+    lengths[-1] = span - (n - 1) * window if span > 0 else window
+    counts = np.bincount(idx, minlength=n)
+    sum_in = np.bincount(idx, weights=arrays.input_tokens, minlength=n)
+    sum_out = np.bincount(idx, weights=arrays.output_tokens, minlength=n)
+    curve = [
+        RatePoint(
+            k * window,
+            float(counts[k] / lengths[k]) * rate_scale,
+            float(sum_in[k] / counts[k]) if counts[k] else None,
+            float(sum_out[k] / counts[k]) if counts[k] else None,
+        )
+        for k in range(n)
+    ]
+    # a window cut short can be busier than any whole minute of the trace
+    _check_peak(p, max(pt.rate for pt in curve) / rate_scale, rate_scale, time_scale, "minute")
+    return curve, span if span > 0 else window
+
+
 def rate_curve(trace: Trace, window: float) -> list[RatePoint]:
     """A trace's request rate and mean token lengths per `window`-second bin, from its start to its end."""
     if window <= 0:

@@ -283,18 +283,28 @@ def test_trace_sizes_the_busiest_window_at_its_own_lengths(tmp_path: Any) -> Non
     plan = _json([*BASE, "--trace", str(trace), "--rate-scale", "20", "--gpu-price", "2"])
     tr = plan["trace"]
     profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    # the trace ends at its last request, 59.8 s into the second minute: that minute is counted over those
+    rates = (600 * 20 / 60, 300 * 20 / 59.8)
     need = [
         math.ceil(rate / replica_capacity_rps(profile, i, 100, 0.5, 0.05))
-        for rate, i in ((600 * 20 / 60, 500), (300 * 20 / 60, 4000))
+        for rate, i in zip(rates, (500, 4000), strict=True)
     ]
     assert tr["windows"] == 2 and tr["format"] == "azure" and tr["unattainable_windows"] == 0
     assert need[1] > need[0]  # the slower minute of longer prompts is the peak
     assert tr["peak"]["replicas"] == plan["replicas_needed"] == max(need)
-    assert tr["peak"]["input_tokens"] == 4000 and plan["rps"] == pytest.approx(100.0)
+    assert tr["peak"]["input_tokens"] == 4000 and plan["rps"] == pytest.approx(rates[1])
     assert plan["input_tokens"] == round((600 * 500 + 300 * 4000) / 900)  # the tables show the mean request
     assert tr["gpu_hours_at_peak"] == pytest.approx(max(need) * tr["duration_s"] / 3600)
     assert tr["gpu_hours_following_need"] < tr["gpu_hours_at_peak"]
     assert tr["cost_at_peak"] == pytest.approx(2 * tr["gpu_hours_at_peak"])
+
+
+def test_a_trace_compressed_into_less_than_a_minute_is_sized_at_its_own_rate(tmp_path: Any) -> None:
+    # 600 requests over 599 s, compressed 3,600 times: 0.166 s, about 3,600 requests/s (not 10 over a minute)
+    trace = _azure(tmp_path, [(60, 1000)] * 10)
+    tr = _json([*BASE, "--trace", str(trace), "--time-scale", "3600"])["trace"]
+    assert tr["windows"] == 1 and tr["duration_s"] == pytest.approx(599 / 3600)
+    assert tr["requests"] == pytest.approx(600) and tr["peak"]["rps"] == pytest.approx(600 / (599 / 3600))
 
 
 def test_trace_tables_name_the_window_needing_the_most_replicas(tmp_path: Any) -> None:

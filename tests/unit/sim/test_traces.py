@@ -13,6 +13,7 @@ from inferscale.sim.traces import (
     iter_request_chunks,
     load_rate_curve,
     load_request_arrays,
+    load_request_curve,
     load_trace,
     rate_curve,
 )
@@ -396,6 +397,17 @@ def test_a_request_traces_busiest_minute_is_held_to_servegens_rate_bound(tmp_pat
     # compressed time is a higher rate too: the message names both flags that raise it
     with pytest.raises(TraceError, match=r"--time-scale 2 and --rate-scale 2e\+08 take the busiest minute to "):
         load_rate_curve(azure, time_scale=2, rate_scale=2e8)
+
+
+def test_a_request_curve_is_bounded_at_the_rate_it_holds_not_over_a_whole_minute(tmp_path: Path) -> None:
+    # 4 requests in 2 s: 2 requests/s in the curve of the fluid mode and plan, 4/60 in a minute's bin
+    path = write(tmp_path, "mc.jsonl", "".join(MC.format(ms, 1) for ms in (0, 500, 1000, 2000)))
+    curve, span = load_request_curve(path, rate_scale=5e6)
+    assert span == 2.0 and [p.rate for p in curve] == pytest.approx([1e7])
+    with pytest.raises(TraceError, match=r"--rate-scale 6e\+06 takes the busiest minute to 1.2e\+07 requests/s"):
+        load_request_curve(path, rate_scale=6e6)
+    with pytest.raises(TraceError, match="a ServeGen curve keeps its own windows"):
+        load_request_curve(write(tmp_path, "sg.csv", SERVEGEN_HEADER + "0,1,1,10,5,1\n"))
 
 
 # --- a replay from a later point (--start) --------------------------------------------------------
