@@ -54,6 +54,19 @@ def spec_duration(flag: str, text: str) -> float:
     return seconds
 
 
+MIN_TICK = 1.0
+
+
+def tick(flag: str, text: str) -> float:
+    """The operator's tick, also the decision interval of specs that set none, so bounded as one: a typo
+    such as 10ms would list every InferenceService and query Prometheus a hundred times a second for samples
+    scraped every few seconds."""
+    seconds = spec_duration(flag, text)
+    if seconds < MIN_TICK:
+        raise InputError(f"{flag} must be at least {MIN_TICK:g}s (Prometheus samples are seconds apart), got {text!r}")
+    return seconds
+
+
 def within_spec(flag: str, text: str, seconds: float) -> None:
     if seconds > MAX_DURATION_SECONDS:
         raise InputError(

@@ -87,7 +87,7 @@ def run(
         str,
         typer.Option(
             help="Tick: how often the cluster and Prometheus are read, and the decision interval "
-            "for services that set none."
+            "for services that set none; at least 1s."
         ),
     ] = "10s",
     prometheus_timeout: Annotated[
@@ -148,7 +148,7 @@ def run(
         prometheus_ca_file,
         prometheus_header or [],
     )
-    tick = _checked(checks.positive_duration, "--interval", interval)
+    tick = _checked(checks.tick, "--interval", interval)
     query_timeout = _checked(checks.positive_duration, "--prometheus-timeout", prometheus_timeout)
     if not 0 < metrics_port < 65536:
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)

@@ -28,6 +28,8 @@ def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         (["--prometheus-timeout", "0s"], "--prometheus-timeout must be positive"),
         (["--prometheus-timeout", "soon"], "--prometheus-timeout:"),
         (["--interval", "-5s"], "--interval"),
+        (["--interval", "10ms"], "--interval must be at least 1s (Prometheus samples are seconds apart), got '10ms'"),
+        (["--interval", "3000000h"], "--interval must be shorter than about 2562047h"),
         (["--metrics-port", "70000"], "is not a TCP port"),
         (["-A"], "--all-namespaces and --namespace exclude each other"),
         (["--prometheus-url", "prometheus:9090"], "--prometheus-url 'prometheus:9090' is not an http(s) URL"),
