@@ -235,6 +235,18 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
+def namespace_name(flag: str, text: str) -> None:
+    """A DNS-1123 label, as the API server requires: a typo such as 'LLM' would fail every request of every
+    tick instead of once at the start."""
+    if not _DNS_LABEL.match(text) or len(text) > 63:
+        raise InputError(f"{flag} {text!r} is not a namespace name (lowercase letters, digits, '-'; at most 63)")
+
+
+def object_name(flag: str, text: str) -> None:
+    if not _DNS_NAME.match(text) or len(text) > 253:
+        raise InputError(f"{flag} {text!r} is not a valid object name (lowercase, digits, '-', '.')")
+
+
 def lease(enabled: bool, namespace: str | None, name: str) -> LeaseConfig | None:
     """Where the leader Lease lives and who this candidate is; None without --leader-elect."""
     from inferscale.handlers.operator import LeaseConfig
@@ -249,8 +261,6 @@ def lease(enabled: bool, namespace: str | None, name: str) -> LeaseConfig | None
                 "--leader-elect needs the Lease's namespace: give --leader-elect-namespace (or POD_NAMESPACE); "
                 f"outside a pod there is no {SA_NAMESPACE}"
             ) from None
-    if not _DNS_LABEL.match(namespace) or len(namespace) > 63:
-        raise InputError(f"--leader-elect-namespace {namespace!r} is not a namespace name")
-    if not _DNS_NAME.match(name) or len(name) > 253:
-        raise InputError(f"--leader-elect-lease {name!r} is not a valid object name (lowercase, digits, '-', '.')")
+    namespace_name("--leader-elect-namespace", namespace)
+    object_name("--leader-elect-lease", name)
     return LeaseConfig(namespace, name, f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")

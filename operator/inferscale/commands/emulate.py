@@ -57,8 +57,8 @@ def emulate(
 
     try:
         # Checked here, before the trace is read, so that the messages name the flags (as `simulate` does).
-        checks.not_blank("--deployment", deployment)
-        checks.not_blank("--namespace", namespace)
+        checks.object_name("--deployment", deployment)
+        checks.namespace_name("--namespace", namespace)
         checks.not_blank("--model-name", model_name)
         checks.trace_file(trace)
         checks.trace_format(fmt, TRACE_FORMATS)

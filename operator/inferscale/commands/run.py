@@ -139,6 +139,8 @@ def run(
         raise typer.Exit(2)
     from inferscale.commands import checks
 
+    for ns in namespace or []:
+        _checked(checks.namespace_name, "--namespace", ns)
     _checked(checks.http_url, "--prometheus-url", prometheus_url)
     access = _checked(
         checks.prometheus_access,

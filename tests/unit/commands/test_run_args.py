@@ -31,6 +31,7 @@ def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         (["--interval", "10ms"], "--interval must be at least 1s (Prometheus samples are seconds apart), got '10ms'"),
         (["--interval", "3000000h"], "--interval must be shorter than about 2562047h"),
         (["--metrics-port", "70000"], "is not a TCP port"),
+        (["-n", "LLM"], "--namespace 'LLM' is not a namespace name"),
         (["-A"], "--all-namespaces and --namespace exclude each other"),
         (["--prometheus-url", "prometheus:9090"], "--prometheus-url 'prometheus:9090' is not an http(s) URL"),
         (["--prometheus-url", "http://"], "is not an http(s) URL with a host"),
