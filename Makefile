@@ -52,7 +52,7 @@ lint: $(STAMP)
 ## control plane is built first, outside pytest: a first build takes about 9 minutes on 2 cores, close to
 ## pytest's 600-s per-test timeout, which would count it against the first e2e test's set-up.
 test: setup lint tools
-	$(VENV)/bin/pytest
+	INFERSCALE_REQUIRE_TOOLS=1 $(VENV)/bin/pytest
 
 test-unit: $(STAMP)
 	$(VENV)/bin/pytest tests/unit

@@ -123,9 +123,9 @@ async def test_one_leader_and_a_standby_that_takes_over_only_after_a_whole_lease
 
     kube_a.down = True  # a is cut off from the API server: it can no longer renew
     cut = loop.time()
-    assert await holding == "the lease could not be renewed for 10s"
+    assert await asyncio.wait_for(holding, 120) == "the lease could not be renewed for 10s"
     stopped = loop.time() - cut
-    await standby
+    await asyncio.wait_for(standby, 120)
     taken = loop.time() - cut
     assert stopped <= a.renew_deadline + a.retry, f"a stops acting {stopped:.1f}s after losing the API server"
     assert taken >= b.duration - b.retry, f"b took over {taken:.1f}s after a's last renewal"
@@ -143,7 +143,7 @@ async def test_a_leader_that_sees_another_holder_stops_at_once() -> None:
     assert store.lease is not None
     store.lease["spec"]["holderIdentity"] = "intruder"  # e.g. a takeover during a long pause of a's process
     store.lease["metadata"]["resourceVersion"] = "99"
-    assert await holding == "intruder holds the lease now"
+    assert await asyncio.wait_for(holding, 120) == "intruder holds the lease now"
     assert not a.leader
 
 
@@ -160,7 +160,7 @@ async def test_a_released_lease_is_taken_at_the_next_try_not_after_a_lease_durat
     await a.release()
     loop = asyncio.get_running_loop()
     released = loop.time()
-    await standby
+    await asyncio.wait_for(standby, 120)
     assert loop.time() - released <= b.retry
     assert not a.leader and b.leader
 
@@ -184,7 +184,7 @@ async def test_a_lease_that_cannot_be_read_is_a_failed_renewal_not_a_crash() -> 
     assert store.lease is not None
     store.lease["spec"]["leaseDurationSeconds"] = "fifteen"  # someone wrote nonsense into it
     store.lease["metadata"]["resourceVersion"] = "99"  # so the holder's next write is refused and it reads
-    assert await holding == "the lease could not be renewed for 10s"
+    assert await asyncio.wait_for(holding, 120) == "the lease could not be renewed for 10s"
 
 
 @pytest.mark.looptime
@@ -241,8 +241,8 @@ async def test_two_candidates_never_may_write_at_once_however_late_the_answers(
     standby = asyncio.create_task(b.acquire())
     await asyncio.sleep(20.0)
     kube_a.down = True  # from now on a's renewals and their answers are lost
-    await standby
-    await holding
+    await asyncio.wait_for(standby, 120)
+    await asyncio.wait_for(holding, 120)
     await asyncio.sleep(1.0)
     watching.cancel()
     assert both == [], f"both could write at {both[:3]}"

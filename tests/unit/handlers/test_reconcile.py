@@ -190,6 +190,9 @@ async def test_a_failing_api_never_raises_out_of_reconcile() -> None:
     assert decision is not None and kube.scales() == [3]
     failing = FakeKube(fail={"/status": 500, "/events": 503})
     assert await reconcile(runtime(failing), tick(), svc(spec)) is not None
+    # the scale is recorded in status before it is made: with status refused, it is put off, and said so
+    assert failing.scales() == []
+    assert any(m == "POST" and b.get("reason") == "ScaleDeferred" for m, p, b in failing.calls if "/events" in p)
 
 
 async def test_the_scale_event_is_in_status_before_the_scale_is_made() -> None:
@@ -560,7 +563,11 @@ async def test_an_older_service_with_an_invalid_spec_or_in_advisory_mode_does_no
 )
 async def test_garbage_in_status_does_not_crash(status: dict[str, Any]) -> None:
     kube = FakeKube()
-    assert await reconcile(runtime(kube), tick(), svc(GOOD, status)) is not None
+    decision = await reconcile(runtime(kube), tick(), svc(GOOD, status))
+    assert decision is not None and decision.replicas == 2 and kube.scales() == []  # no metrics: held
+    written = kube.statuses()[-1]
+    assert written["scaler"]["recommendations"] == [{"at": NOW, "replicas": 2}]  # the garbage replaced
+    assert isinstance(written["conditions"], list)
 
 
 MANAGED = {

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from tests.polling import until
 from tests.unit.handlers.test_reconcile import GOOD, NOW, FakeKube, svc, tick
 
 from inferscale.handlers.collector import Tick
@@ -151,8 +152,7 @@ async def test_the_loop_lets_every_refresh_land_before_the_next_tick_reads() -> 
     rt = Runtime(kube=FakeKube(), default_interval=10.0, history={}, refresher=refresher)  # type: ignore[arg-type]
     running = Loop(collector, rt)  # type: ignore[arg-type]
     task = asyncio.create_task(running.run())
-    while collector.reads < 2:
-        await asyncio.sleep(1.0)
+    await until(lambda: collector.reads >= 2, "a second read", timeout=120, interval=1.0)
     running.stopped.set()
     running.wake.set()
     await asyncio.gather(task, return_exceptions=True)

@@ -91,7 +91,7 @@ def test_max_concurrency_counts_full_length_sequences_in_blocks() -> None:
     assert max_concurrency(H100_8B, 10, 10) == min(1024, H100_8B.kv_capacity_tokens // 32)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     i=st.integers(1, 20_000),
     o=st.integers(1, 4_000),

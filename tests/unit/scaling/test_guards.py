@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 from tests.unit.scaling.helpers import observe, policy, run_fleet
 
 from inferscale.scaling import Reason, ScaleEvent, ScalerState, ScaleRule, TimedReplicas, decide, state_to_status
@@ -125,11 +124,12 @@ def test_consolidation_floor_is_the_fewest_replicas_within_every_target() -> Non
     assert consolidation_floor(unknown, target_kv=0.8, target_waiting=4.0, current=8) is None
 
 
-@pytest.mark.parametrize("kept", [0, 5, 20])
-def test_old_scale_events_are_kept_for_history(kept: int) -> None:
-    events = tuple(ScaleEvent(float(i), 1, 2, "x") for i in range(kept + 30))
-    pruned = prune_events(events, now=10_000.0, keep=60.0)
-    assert pruned == events[-20:]
+def test_scale_events_inside_the_period_are_all_kept_and_old_ones_down_to_the_last_20() -> None:
+    events = tuple(ScaleEvent(float(i), 1, 2, "x") for i in range(30))
+    # 25 inside the last 25.5 s: more than the 20 kept for history
+    assert prune_events(events, now=30.0, keep=25.5) == events[5:]
+    assert prune_events(events, now=10_000.0, keep=60.0) == events[-20:]
+    assert prune_events(events[:5], now=10_000.0, keep=60.0) == events[:5]
 
 
 def test_the_record_keeps_one_entry_per_run_and_drops_runs_that_ended_before_the_window() -> None:

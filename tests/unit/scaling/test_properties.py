@@ -115,7 +115,7 @@ def test_no_scale_down_when_data_is_older_than_stale_after(obs: Observation, pol
     assert d.replicas >= min(obs.current_replicas, pol.max_replicas)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     load=st.floats(min_value=0.0, max_value=30.0),
     start=st.integers(min_value=1, max_value=40),
@@ -128,7 +128,7 @@ def test_constant_load_moves_in_one_direction_only(load: float, start: int, pol:
     assert len(moves) <= 1, seq
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 @given(
     load=st.floats(min_value=0.0, max_value=30.0),
     start=st.integers(min_value=1, max_value=40),
@@ -144,7 +144,7 @@ def test_constant_load_with_slow_starting_replicas_moves_in_one_direction_only(
     assert len(moves) <= 1, seq
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(
     high=st.floats(min_value=2.0, max_value=30.0),
     low=st.floats(min_value=0.0, max_value=2.0),

@@ -1,23 +1,20 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import yaml
-from tests.unit.ship.helpers import CHART, KUBE_VERSION, generator, run_helm
+from tests.unit.ship.helpers import CHART, KUBE_VERSION, run_helm, tool
 
 Render = Callable[..., list[dict[str, Any]]]
 
 
 @pytest.fixture(scope="session")
 def helm() -> str:
-    path = generator.find_helm()
-    if path is None:
-        print("helm binary not found (PATH, $HELM, ~/.cache/inferscale-e2e/*/bin/helm): chart tests skipped")
-        pytest.skip("helm binary not found; the integrator's CI provides it")
-    return str(path)
+    return os.environ.get("HELM") or tool("helm", "make tools")
 
 
 @pytest.fixture(scope="session")

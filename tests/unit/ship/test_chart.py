@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 from tests.unit.ship.conftest import Render
-from tests.unit.ship.helpers import CHART, KUBE_VERSION, by_kind, run_helm
+from tests.unit.ship.helpers import CHART, KUBE_VERSION, by_kind, run_helm, tool
 
 ALL_ON = ["--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"]
 
@@ -314,9 +314,7 @@ def test_chart_crd_is_not_templated(helm: str) -> None:
 
 
 def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Any) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not found (make setup installs Debian's prometheus, which ships it)")
+    promtool = tool("promtool", "make setup (Debian's prometheus)")
     (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
     path = tmp_path / "rules.yml"
     path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
@@ -334,9 +332,7 @@ def test_the_stall_alert_waits_three_ticks_and_at_least_five_minutes(
     render: Render, tmp_path: Any, interval: str | None, quiet: str, stalled: str
 ) -> None:
     # a fixed 5-minute threshold fired between every two ticks of a 10-minute --interval
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        pytest.skip("promtool not found (make setup installs Debian's prometheus, which ships it)")
+    promtool = tool("promtool", "make setup (Debian's prometheus)")
     (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
     (stall,) = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "InferscaleOperatorStalled"]
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "stall", "rules": [stall]}]}))

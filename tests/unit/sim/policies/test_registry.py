@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from tests.unit.sim.policies.policy_fixtures import make_ctx, make_obs
 
+from inferscale.scaling.types import Observation
 from inferscale.sim.policies import POLICY_NAMES, make_policy
 
 
@@ -54,10 +55,34 @@ def test_each_policy_decides_within_bounds_and_names_itself(name: str) -> None:
         assert 2 <= n <= 5
 
 
-def test_policies_do_not_share_state() -> None:
-    c = make_ctx()
-    a, b = make_policy("knative-kpa", c), make_policy("knative-kpa", c)
-    assert a is not b
+def _obs(at: float, load: float) -> Observation:
+    """Every signal present, at `load` (1: saturated) of a busy fleet of 3."""
+    return make_obs(
+        3,
+        at=at,
+        kv_cache_utilization=0.99 * load,
+        kv_cache_utilization_max=min(1.0, 1.2 * load),
+        waiting=500.0 * load,
+        running=900.0 * load,
+        request_rate=400.0 * load,
+        prompt_token_rate=400_000.0 * load,
+        generation_token_rate=80_000.0 * load,
+        gpu_utilization=load,
+        ttft_p95=0.05 + 5.0 * load,
+        itl_mean=0.01 + 0.2 * load,
+    )
+
+
+@pytest.mark.parametrize("name", POLICY_NAMES)
+def test_policies_made_from_one_context_do_not_share_state(name: str) -> None:
+    # a policy driven through a burst must not leave its windows (HPA's, Knative's panic) to its sibling
+    c = make_ctx(min_replicas=1, max_replicas=50, initial_replicas=3)
+    driven, sibling, fresh = (make_policy(name, c) for _ in range(3))
+    for i in range(40):
+        driven.decide(_obs(i * driven.interval, 1.0), i * driven.interval, [])
+    end = 40 * driven.interval
+    quiet = _obs(end, 0.001)
+    assert sibling.decide(quiet, end, []) == fresh.decide(quiet, end, [])
 
 
 @pytest.mark.parametrize(
