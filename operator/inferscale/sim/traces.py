@@ -204,18 +204,13 @@ def load_rate_curve(
     (gaps filled); a request trace is binned into `window`-second bins of its time-scaled arrivals,
     with the rate multiplied by `rate_scale` (the expectation of the seeded thinning/replication)."""
     p = Path(path)
-    _check_scales(p, rate_scale, time_scale, duration, start)
-    if window <= 0:
-        raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
-    kind = resolve_format(p, fmt)
+    kind = _checked_curve(p, fmt, rate_scale, time_scale, duration, window, start)
     if kind == "servegen":
         whole, win = _servegen_curve(p, rate_scale, time_scale)
         curve = _servegen_from(p, whole, win, start)
         end = len(curve) * win if duration is None else min(duration, len(curve) * win)
         return [pt for pt in curve if pt.t < end]
-    arrays, span = _request_trace(p, kind, time_scale)
-    _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
-    arrays, span = _cut(p, arrays, span, start, duration)
+    arrays, span = _replayed_part(p, kind, rate_scale, time_scale, duration, start)
     return [pt._replace(rate=pt.rate * rate_scale) for pt in _bin(arrays, span, window)]
 
 
@@ -237,32 +232,16 @@ def load_request_curve(
     end and a tail of a second would make that one request a peak. (`load_rate_curve` keeps whole-window
     bins: the benchmark's rate scale is set on them.)"""
     p = Path(path)
-    _check_scales(p, rate_scale, time_scale, duration, start)
-    if window <= 0:
-        raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
-    kind = resolve_format(p, fmt)
+    kind = _checked_curve(p, fmt, rate_scale, time_scale, duration, window, start)
     if kind == "servegen":
         raise TraceError(f"{p}: a ServeGen curve keeps its own windows: use load_rate_curve")
-    arrays, span = _request_trace(p, kind, time_scale)
-    _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
-    arrays, span = _cut(p, arrays, span, start, duration)
+    arrays, span = _replayed_part(p, kind, rate_scale, time_scale, duration, start)
     n = max(1, math.floor(span / window + 0.5))
     idx = np.minimum((arrays.arrival // window).astype(np.int64), n - 1)
     lengths = np.full(n, window)
     # requests at one instant cover no time: they are counted over one window, as a rate needs some
     lengths[-1] = span - (n - 1) * window if span > 0 else window
-    counts = np.bincount(idx, minlength=n)
-    sum_in = np.bincount(idx, weights=arrays.input_tokens, minlength=n)
-    sum_out = np.bincount(idx, weights=arrays.output_tokens, minlength=n)
-    curve = [
-        RatePoint(
-            k * window,
-            float(counts[k] / lengths[k]) * rate_scale,
-            float(sum_in[k] / counts[k]) if counts[k] else None,
-            float(sum_out[k] / counts[k]) if counts[k] else None,
-        )
-        for k in range(n)
-    ]
+    curve = [pt._replace(rate=pt.rate * rate_scale) for pt in _points(arrays, idx, lengths, window)]
     # a window cut short can be busier than any whole minute of the trace
     _check_peak(p, max(pt.rate for pt in curve) / rate_scale, rate_scale, time_scale, "minute")
     return curve, span if span > 0 else window
@@ -295,21 +274,50 @@ def _busiest_minute(arrays: RequestArrays, span: float) -> float:
 
 def _bin(arrays: RequestArrays, span: float, window: float) -> list[RatePoint]:
     idx, n_bins = _bin_index(arrays, span, window)
-    counts = np.bincount(idx, minlength=n_bins)
-    sum_in = np.bincount(idx, weights=arrays.input_tokens, minlength=n_bins)
-    sum_out = np.bincount(idx, weights=arrays.output_tokens, minlength=n_bins)
+    return _points(arrays, idx, np.full(n_bins, window), window)
+
+
+def _points(
+    arrays: RequestArrays, idx: npt.NDArray[np.int64], lengths: npt.NDArray[np.float64], window: float
+) -> list[RatePoint]:
+    """Window k (its requests those of index k) at k x `window`: its requests over its length, and their
+    mean lengths."""
+    n = len(lengths)
+    counts = np.bincount(idx, minlength=n)
+    sum_in = np.bincount(idx, weights=arrays.input_tokens, minlength=n)
+    sum_out = np.bincount(idx, weights=arrays.output_tokens, minlength=n)
     points = []
-    for b in range(n_bins):
-        c = int(counts[b])
+    for k in range(n):
+        c = int(counts[k])
         points.append(
             RatePoint(
-                b * window,
-                c / window,
-                float(sum_in[b] / c) if c else None,
-                float(sum_out[b] / c) if c else None,
+                k * window,
+                c / float(lengths[k]),
+                float(sum_in[k] / c) if c else None,
+                float(sum_out[k] / c) if c else None,
             )
         )
     return points
+
+
+def _checked_curve(
+    p: Path, fmt: str | None, rate_scale: float, time_scale: float, duration: float | None, window: float, start: float
+) -> str:
+    """The trace's format, once the arguments of a rate curve are checked."""
+    _check_scales(p, rate_scale, time_scale, duration, start)
+    if window <= 0:
+        raise TraceError(f"{p}: window must be > 0 seconds, got {window}")
+    return resolve_format(p, fmt)
+
+
+def _replayed_part(
+    p: Path, kind: str, rate_scale: float, time_scale: float, duration: float | None, start: float
+) -> tuple[RequestArrays, float]:
+    """A request trace's requests from `start` for `duration` and the span they cover, once its busiest minute
+    is checked at this scale."""
+    arrays, span = _request_trace(p, kind, time_scale)
+    _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
+    return _cut(p, arrays, span, start, duration)
 
 
 def _chunks(
