@@ -30,6 +30,13 @@ from inferscale.adapters.prometheus_access import AccessError, PrometheusAccess
 PodKey = tuple[str, str, str]  # (namespace, pod, model_name)
 
 _BY = "namespace, pod, model_name"
+# The labels an engine itself sets to tell its own series apart: vLLM's data-parallel engine, finished reason
+# and bucket, SGLang's ranks. Series of one pod that differ only in other labels (job, instance, service,
+# endpoint, a Thanos replica) are one series scraped twice, by a ServiceMonitor and a PodMonitor or by two
+# Prometheus replicas without deduplication: each family takes their max before anything is summed, so the
+# twice-scraped pod does not read as twice the queue and twice the traffic.
+_ENGINE_LABELS = "engine, finished_reason, le, dp_rank, pp_rank, tp_rank, engine_type"
+_ONCE = f"{_BY}, {_ENGINE_LABELS}"
 _OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
 RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
@@ -80,7 +87,10 @@ def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) 
     lat, hist = LATENCY_WINDOW, f"{_BY}, le"
     per_request = summed("vllm:request_time_per_output_token_seconds_bucket", window=lat, by=hist)
     return {
-        "gauges": _either(f'{{__name__=~"{vllm_gauges}"{with_m}}}', f'{{__name__=~"{sglang_gauges}"{with_m}}}'),
+        "gauges": _either(
+            f'max by (__name__, {_ONCE}) ({{__name__=~"{vllm_gauges}"{with_m}}})',
+            f'max by (__name__, {_ONCE}) ({{__name__=~"{sglang_gauges}"{with_m}}})',
+        ),
         "kv_peak": _either(
             f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
             f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
@@ -119,7 +129,8 @@ def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
 
     def per_deployment(*metrics: str) -> str:
         return " or ".join(
-            f'sum by ({by}) (label_replace(rate({_sel(metric, m)}[{RATE_WINDOW}]), "{WORKLOAD}", "$1", "pod", '
+            f'sum by ({by}) (label_replace(max by ({_ONCE}) (rate({_sel(metric, m)}[{RATE_WINDOW}])), "{WORKLOAD}", '
+            f'"$1", "pod", '
             f'"{DEPLOYMENT_POD}"))'
             for metric in metrics
         )
@@ -139,8 +150,9 @@ def _matchers(selector: Mapping[str, str] | None) -> str:
 
 
 def _summed(m: str, *metrics: str, window: str = RATE_WINDOW, by: str = _BY) -> str:
-    # each alternative aggregated before `or`, so extra labels cannot make one pod count twice
-    return " or ".join(f"sum by ({by}) (rate({_sel(metric, m)}[{window}]))" for metric in metrics)
+    # each alternative aggregated before `or`, so extra labels cannot make one pod count twice; a series scraped
+    # twice counts once (_ONCE)
+    return " or ".join(f"sum by ({by}) (max by ({_ONCE}) (rate({_sel(metric, m)}[{window}])))" for metric in metrics)
 
 
 def _either(vllm: str, sglang: str) -> str:

@@ -1,0 +1,82 @@
+"""The operator's PromQL evaluated by Prometheus's own engine (`promtool test rules`), on series shaped like a
+fleet's: a pod scraped twice (a ServiceMonitor and a PodMonitor, or two Prometheus replicas without
+deduplication) must read as once, while the series vLLM itself tells apart (data-parallel engines, finished
+reasons, buckets) still add up."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import yaml
+from tests.unit.ship.helpers import tool
+
+from inferscale.adapters.prometheus import build_queries, build_rate_history_query
+
+POD = 'namespace="llm",pod="llm-7d9f8c6b5-x2x4q",model_name="m"'
+SCRAPES = ('job="pods"', 'job="service",instance="10.0.0.7:8000"')  # one exporter, scraped twice
+
+
+def _twice(series: str, values: str) -> list[dict[str, str]]:
+    name, labels = series.split("{", 1)
+    return [{"series": f"{name}{{{labels[:-1]},{scrape}}}", "values": values} for scrape in SCRAPES]
+
+
+# 15-s samples for 10 minutes; counters grow at the rate (per second) in the comment
+INPUT = [
+    *_twice(f'vllm:num_requests_waiting{{{POD},engine="0"}}', "3x40"),
+    *_twice(f'vllm:num_requests_waiting{{{POD},engine="1"}}', "2x40"),
+    *_twice(f'vllm:kv_cache_usage_perc{{{POD},engine="0"}}', "0.5x40"),
+    *_twice(f'vllm:request_success_total{{{POD},engine="0",finished_reason="stop"}}', "0+15x40"),  # 1/s
+    *_twice(f'vllm:request_success_total{{{POD},engine="0",finished_reason="length"}}', "0+30x40"),  # 2/s
+    *_twice(f'vllm:request_success_total{{{POD},engine="1",finished_reason="stop"}}', "0+15x40"),  # 1/s
+    *_twice(f'vllm:time_to_first_token_seconds_bucket{{{POD},engine="0",le="0.1"}}', "0+15x40"),  # 1/s
+    *_twice(f'vllm:time_to_first_token_seconds_bucket{{{POD},engine="0",le="+Inf"}}', "0+30x40"),  # 2/s
+]
+
+
+def _expect(promql: str, samples: list[tuple[str, float]]) -> dict[str, Any]:
+    return {
+        "expr": promql,
+        "eval_time": "5m",
+        "exp_samples": [{"labels": labels, "value": value} for labels, value in samples],
+    }
+
+
+def _evaluate(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+    promtool = tool("promtool", "make setup (Debian's prometheus)")
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": []}))
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "15s",
+        "tests": [{"interval": "15s", "input_series": INPUT, "promql_expr_test": cases}],
+    }
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
+    return subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
+
+
+def test_a_pod_scraped_twice_reads_as_once_and_its_engines_and_reasons_add_up(tmp_path: Path) -> None:
+    q = build_queries(tpot=False)
+    cases = [
+        _expect(
+            q["gauges"],
+            [
+                (f'vllm:num_requests_waiting{{{POD},engine="0"}}', 3),
+                (f'vllm:num_requests_waiting{{{POD},engine="1"}}', 2),
+                (f'vllm:kv_cache_usage_perc{{{POD},engine="0"}}', 0.5),
+            ],
+        ),
+        # 1 + 2 (engine 0's two reasons) + 1 (engine 1), each scraped twice: 4, not 8
+        _expect(q["requests"], [(f"{{{POD}}}", 4)]),
+        _expect(
+            q["ttft_buckets"],
+            [(f'{{{POD},le="0.1"}}', 1), (f'{{{POD},le="+Inf"}}', 2)],
+        ),
+        _expect(
+            build_rate_history_query(),
+            [('{namespace="llm",model_name="m",inferscale_deployment="llm"}', 4)],
+        ),
+    ]
+    result = _evaluate(tmp_path, cases)
+    assert result.returncode == 0, result.stdout + result.stderr
