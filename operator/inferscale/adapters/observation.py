@@ -165,6 +165,7 @@ def observe(
         prompt_token_rate=_sum(fresh, "prompt_tokens"),
         generation_token_rate=_sum(fresh, "generation_tokens"),
         newest_sample_at=newest,
+        failed_queries=snapshot.failed,
     )
     why = f"{len(fresh)} of {ready} Ready pods report"
     if snapshot.failed:

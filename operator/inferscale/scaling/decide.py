@@ -294,6 +294,10 @@ def _decide(
     if desired < current and len(saturation) < 2:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while the KV cache or queue metric is missing", desired)
+    elif desired < current and obs.failed_queries:
+        desired = current
+        failed = ", ".join(sorted(obs.failed_queries))
+        note(Reason.METRICS_MISSING, f"no scale-down while a query failed ({failed})", desired)
 
     history = state.recommendations or (TimedReplicas(now, current),)
     up, down = policy.scale_up, policy.scale_down

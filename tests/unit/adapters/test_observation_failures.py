@@ -7,7 +7,7 @@ from tests.unit.adapters.test_observation import NOW, W, healthy, sample, snapsh
 
 from inferscale.adapters.observation import observe
 from inferscale.adapters.prometheus import FleetSnapshot
-from inferscale.scaling import Policy, Reason, ScalerState, TimedReplicas, decide
+from inferscale.scaling import Policy, Reason, ScalerState, ScaleRule, TimedReplicas, decide
 from inferscale.scaling.types import MetricsState
 
 
@@ -77,3 +77,20 @@ def test_gauges_without_a_sample_time_are_of_unknown_age() -> None:
     answers["sample_time"] = []
     obs, why = observe(snapshot(answers), W, "m", 60.0)
     assert obs.state is MetricsState.STALE and "vllm:num_requests_running" in why
+
+
+def test_a_failed_latency_query_holds_a_fleet_whose_load_would_let_it_shrink() -> None:
+    # the TTFT histogram's query times out (the slowest of a tick): its signal is unknown, not met
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers = healthy()
+    answers["gauges"] = _gauges({p: {kv: 0.1, waiting: 0, running: 1} for p in ("p0", "p1")})  # a light load
+    answers["kv_peak"] = [sample(p, 0.15) for p in ("p0", "p1")]
+    del answers["ttft_buckets"]
+    obs, why = observe(_snapshot(answers, "ttft_buckets"), W, "m", 60.0)
+    assert obs.state is MetricsState.COMPLETE and obs.ttft_p95 is None
+    assert obs.failed_queries == frozenset({"ttft_buckets"}) and "unknown this tick: ttft_buckets" in why
+    no_window = Policy(1, 8, scale_down=ScaleRule(0.0, None, None))
+    d = decide(obs, no_window, ScalerState(), NOW)
+    assert d.replicas == 2 and "no scale-down while a query failed (ttft_buckets)" in d.message
+    answered, _ = observe(snapshot(answers), W, "m", 60.0)  # the same load, the query answered (empty: idle)
+    assert decide(answered, no_window, ScalerState(), NOW).replicas == 1

@@ -61,6 +61,20 @@ def test_queue_wants_waiting_per_replica_at_target(current: int, waiting: float,
     assert rec(d, Reason.QUEUE).replicas == expected  # type: ignore[attr-defined]
 
 
+def test_a_failed_query_holds_a_scale_down_and_names_the_query() -> None:
+    # KV at 40% asks for 5 of 10; the TTFT histogram's query failed, so what its signal would ask is unknown
+    failed = observe(10, kv=0.4, failed_queries=frozenset({"ttft_buckets"}))
+    d = decide(failed, policy(**FREE), ScalerState(), 0.0)
+    assert d.replicas == 10 and Reason.METRICS_MISSING in d.limits
+    assert "no scale-down while a query failed (ttft_buckets) → 10" in d.message
+    assert decide(observe(10, kv=0.4), policy(**FREE), ScalerState(), 0.0).replicas == 5
+    # a scale-up is never held by it
+    assert (
+        decide(observe(2, kv=0.95, failed_queries=frozenset({"itl_sum"})), policy(**FREE), ScalerState(), 0.0).replicas
+        == 3
+    )
+
+
 def test_partial_metrics_follow_hpa_missing_metrics_case() -> None:
     # TestReplicaCalcMissingMetrics: 4 replicas, 2 report 0.4 and 0.095 of target 1.0 -> 3.
     obs = observe(4, kv=(0.4 + 0.095) / 2, waiting=None, pods_reporting=2, state=MetricsState.PARTIAL)
