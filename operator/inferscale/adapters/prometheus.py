@@ -338,8 +338,12 @@ class PrometheusReader:
     async def _query(self, promql: str) -> list[dict[str, Any]]:
         self.queries_sent += 1
         result = await self._in_thread(self._client.custom_query, promql)
-        if not isinstance(result, list):
-            raise ValueError(f"unexpected Prometheus answer type {type(result).__name__}")
+        # a scalar or string answer is a bare [time, value] list, and a proxy may send anything: not an
+        # instant vector fails this query (its family unknown) rather than the tick
+        if not isinstance(result, list) or not all(
+            isinstance(sample, dict) and isinstance(sample.get("metric", {}), dict) for sample in result
+        ):
+            raise ValueError(f"the answer is not an instant vector: {str(result)[:120]}")
         return result
 
     async def snapshot(self, now: float, selector: Mapping[str, str] | None = None, tpot: bool = True) -> FleetSnapshot:

@@ -165,3 +165,33 @@ def test_a_selector_value_with_quotes_backslashes_or_a_newline_stays_inside_its_
     for query in [*build_queries({"job": value}).values(), build_rate_history_query({"job": value})]:
         assert "\n" not in query
         assert 'job="a\\nb\\"c\\\\d"' in query
+
+
+class InstantAnswers:
+    """custom_query's return for each query name (what prometheus_api_client hands back: `data.result`)."""
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.by_query = {promql: answers.get(name, []) for name, promql in build_queries().items()}
+
+    def custom_query(self, query: str) -> Any:
+        return self.by_query[query]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [[1712345678.9, "0"], [{"metric": None, "value": [1.0, "3"]}], ["not a sample"], "a proxy's error page"],
+    ids=["scalar", "null-metric", "string-sample", "string"],
+)
+def test_an_answer_that_is_not_an_instant_vector_fails_its_query_not_the_tick(answer: Any) -> None:
+    reader = PrometheusReader("http://127.0.0.1:1")
+    running = [{"metric": {"namespace": "llm", "pod": "p0", "model_name": "m"}, "value": [1.0, "2"]}]
+    client, reader._client = reader._client, InstantAnswers({"gauges": answer, "sample_time": running})  # type: ignore[assignment]
+    try:
+        snap = asyncio.run(reader.snapshot(0.0))
+    finally:
+        reader._client = client
+        reader.close()
+    assert snap.failed == {"gauges"}
+    (error,) = snap.errors
+    assert error.startswith("gauges: ValueError: the answer is not an instant vector")
+    assert snap.pods[("llm", "p0", "m")].values == {"sample_time": 2.0}
