@@ -155,7 +155,8 @@ def observe(
         state=state,
         pods_reporting=len(fresh),
         kv_cache_utilization=sum(kvs) / len(kvs) if kvs else None,
-        kv_cache_utilization_max=max(peaks) if peaks else (max(kvs) if kvs else None),
+        # a pod whose peak series is missing still has its instant KV, which the peak cannot be under
+        kv_cache_utilization_max=max(peaks + kvs) if peaks or kvs else None,
         waiting=_sum(fresh, WAITING),
         running=_sum(fresh, RUNNING),
         ttft_p95=histogram_quantile(0.95, _added(s.ttft_buckets for s in fresh)),

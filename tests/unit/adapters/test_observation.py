@@ -47,6 +47,21 @@ def healthy(pods: tuple[str, ...] = ("p0", "p1")) -> dict[str, list[dict[str, An
     }
 
 
+def test_a_pod_without_its_kv_peak_series_counts_at_its_instant_kv() -> None:
+    # p1 is at 97% now; only p0's peak (60%) came back: the fleet's peak is at least 97%, which the
+    # consolidation guard refuses to scale down from
+    answers = healthy()
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers["gauges"] = [
+        sample(p, v, __name__=name)
+        for p, level in (("p0", 0.5), ("p1", 0.97))
+        for name, v in ((kv, level), (waiting, 0), (running, 5))
+    ]
+    answers["kv_peak"] = [sample("p0", 0.6)]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.kv_cache_utilization_max == pytest.approx(0.97)
+
+
 def test_complete_answer_aggregates_over_the_targets_pods() -> None:
     obs, why = observe(snapshot(healthy()), W, "m", 60)
     assert obs.state is MetricsState.COMPLETE and obs.pods_reporting == 2
