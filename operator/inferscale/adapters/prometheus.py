@@ -246,7 +246,8 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
             bound = math.inf if le == "+Inf" else _finite(le)
             if bound is not None:
                 into_buckets = series.tpot_buckets if labels.get(_HISTOGRAM) == _TPOT else series.ttft_buckets
-                into_buckets[bound] = value
+                # le="1" and le="1.0" are one bucket (Prometheus 3 writes the latter; both live through an upgrade)
+                into_buckets[bound] = into_buckets.get(bound, 0.0) + value
         else:
             series.values[name] = value
 

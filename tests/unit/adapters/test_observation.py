@@ -224,3 +224,15 @@ def test_pods_answering_in_the_other_dialect_are_missing_and_named(
     obs, why = observe(snapshot(answers), W, "m", 60, engine=engine)
     assert obs.state is MetricsState.MISSING and obs.waiting is None
     assert says in why and why.endswith("set spec.engine")
+
+
+def test_a_bucket_written_two_ways_is_one_bucket() -> None:
+    # through an upgrade to Prometheus 3 a bucket's rate is split between le="0.5" and le="0.50"-style spellings
+    answers = healthy()
+    answers["ttft_buckets"] = [
+        sample(p, v, le=le)
+        for p in ("p0", "p1")
+        for le, v in (("0.25", 9.0), ("0.5", 4.0), ("0.50", 6.0), ("+Inf", 10.0))
+    ]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.ttft_p95 == pytest.approx(0.25 + 0.25 * (19 - 18) / 2)  # as with one le="0.5" at 10
