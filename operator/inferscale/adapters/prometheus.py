@@ -30,13 +30,14 @@ from inferscale.adapters.prometheus_access import AccessError, PrometheusAccess
 PodKey = tuple[str, str, str]  # (namespace, pod, model_name)
 
 _BY = "namespace, pod, model_name"
-# The labels an engine itself sets to tell its own series apart: vLLM's data-parallel engine, finished reason
-# and bucket, SGLang's ranks. Series of one pod that differ only in other labels (job, instance, service,
-# endpoint, a Thanos replica) are one series scraped twice, by a ServiceMonitor and a PodMonitor or by two
-# Prometheus replicas without deduplication: each family takes their max before anything is summed, so the
-# twice-scraped pod does not read as twice the queue and twice the traffic.
-_ENGINE_LABELS = "engine, finished_reason, le, dp_rank, pp_rank, tp_rank, engine_type"
-_ONCE = f"{_BY}, {_ENGINE_LABELS}"
+# Labels a scrape adds, not the engine: series of one pod that differ only in them are one series scraped twice,
+# by a ServiceMonitor and a PodMonitor or by two Prometheus replicas without deduplication. Each family takes
+# their max before anything is summed, so the twice-scraped pod does not read as twice the queue and twice the
+# traffic. The engine's own labels (vLLM's engine, finished_reason, le; SGLang's is_streaming, its ranks; any
+# a new version adds) are kept apart and still add up: a label missing here leaves a duplicate counted twice, as
+# before, where a list of the engines' labels would have summed a new label's series as one.
+_SCRAPE_LABELS = "job, instance, endpoint, service, container, prometheus, prometheus_replica, replica"
+FAMILY = "inferscale_family"  # the metric name, kept through the gauges' aggregation, which drops __name__
 _OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
 RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
@@ -87,10 +88,7 @@ def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) 
     lat, hist = LATENCY_WINDOW, f"{_BY}, le"
     per_request = summed("vllm:request_time_per_output_token_seconds_bucket", window=lat, by=hist)
     return {
-        "gauges": _either(
-            f'max by (__name__, {_ONCE}) ({{__name__=~"{vllm_gauges}"{with_m}}})',
-            f'max by (__name__, {_ONCE}) ({{__name__=~"{sglang_gauges}"{with_m}}})',
-        ),
+        "gauges": _either(_once_per_name(vllm_gauges, with_m), _once_per_name(sglang_gauges, with_m)),
         "kv_peak": _either(
             f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
             f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
@@ -129,9 +127,8 @@ def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
 
     def per_deployment(*metrics: str) -> str:
         return " or ".join(
-            f'sum by ({by}) (label_replace(max by ({_ONCE}) (rate({_sel(metric, m)}[{RATE_WINDOW}])), "{WORKLOAD}", '
-            f'"$1", "pod", '
-            f'"{DEPLOYMENT_POD}"))'
+            f"sum by ({by}) (label_replace(max without ({_SCRAPE_LABELS}) (rate({_sel(metric, m)}[{RATE_WINDOW}])), "
+            f'"{WORKLOAD}", "$1", "pod", "{DEPLOYMENT_POD}"))'
             for metric in metrics
         )
 
@@ -151,8 +148,17 @@ def _matchers(selector: Mapping[str, str] | None) -> str:
 
 def _summed(m: str, *metrics: str, window: str = RATE_WINDOW, by: str = _BY) -> str:
     # each alternative aggregated before `or`, so extra labels cannot make one pod count twice; a series scraped
-    # twice counts once (_ONCE)
-    return " or ".join(f"sum by ({by}) (max by ({_ONCE}) (rate({_sel(metric, m)}[{window}])))" for metric in metrics)
+    # twice counts once (_SCRAPE_LABELS)
+    return " or ".join(
+        f"sum by ({by}) (max without ({_SCRAPE_LABELS}) (rate({_sel(metric, m)}[{window}])))" for metric in metrics
+    )
+
+
+def _once_per_name(names: str, with_m: str) -> str:
+    return (
+        f'max without ({_SCRAPE_LABELS}) (label_replace({{__name__=~"{names}"{with_m}}}, "{FAMILY}", "$1", '
+        f'"__name__", "(.+)"))'
+    )
 
 
 def _either(vllm: str, sglang: str) -> str:
@@ -233,7 +239,7 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
             series = into[key] = PodSeries(*key)
         series.dialects.add(labels.get(_DIALECT, VLLM))
         if name == "gauges":
-            family = labels.get("__name__", "")
+            family = labels.get(FAMILY) or labels.get("__name__", "")
             family = SGLANG_GAUGES.get(family, family)
             family = "vllm:kv_cache_usage_perc" if family == _OLD_KV else family
             if family in series.values:

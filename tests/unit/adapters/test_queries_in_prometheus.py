@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from tests.unit.ship.helpers import tool
 
-from inferscale.adapters.prometheus import build_queries, build_rate_history_query
+from inferscale.adapters.prometheus import FAMILY, build_queries, build_rate_history_query
 
 POD = 'namespace="llm",pod="llm-7d9f8c6b5-x2x4q",model_name="m"'
 SCRAPES = ('job="pods"', 'job="service",instance="10.0.0.7:8000"')  # one exporter, scraped twice
@@ -31,6 +31,9 @@ INPUT = [
     *_twice(f'vllm:request_success_total{{{POD},engine="0",finished_reason="stop"}}', "0+15x40"),  # 1/s
     *_twice(f'vllm:request_success_total{{{POD},engine="0",finished_reason="length"}}', "0+30x40"),  # 2/s
     *_twice(f'vllm:request_success_total{{{POD},engine="1",finished_reason="stop"}}', "0+15x40"),  # 1/s
+    # a label of the engine's that inferscale does not know (SGLang's is_streaming, say): its series add up
+    *_twice(f'sglang:num_requests_total{{{POD},is_streaming="true"}}', "0+15x40"),  # 1/s
+    *_twice(f'sglang:num_requests_total{{{POD},is_streaming="false"}}', "0+15x40"),  # 1/s
     *_twice(f'vllm:time_to_first_token_seconds_bucket{{{POD},engine="0",le="0.1"}}', "0+15x40"),  # 1/s
     *_twice(f'vllm:time_to_first_token_seconds_bucket{{{POD},engine="0",le="+Inf"}}', "0+30x40"),  # 2/s
 ]
@@ -62,20 +65,24 @@ def test_a_pod_scraped_twice_reads_as_once_and_its_engines_and_reasons_add_up(tm
         _expect(
             q["gauges"],
             [
-                (f'vllm:num_requests_waiting{{{POD},engine="0"}}', 3),
-                (f'vllm:num_requests_waiting{{{POD},engine="1"}}', 2),
-                (f'vllm:kv_cache_usage_perc{{{POD},engine="0"}}', 0.5),
+                (f'{{{POD},engine="0",{FAMILY}="vllm:num_requests_waiting"}}', 3),
+                (f'{{{POD},engine="1",{FAMILY}="vllm:num_requests_waiting"}}', 2),
+                (f'{{{POD},engine="0",{FAMILY}="vllm:kv_cache_usage_perc"}}', 0.5),
             ],
         ),
         # 1 + 2 (engine 0's two reasons) + 1 (engine 1), each scraped twice: 4, not 8
-        _expect(q["requests"], [(f"{{{POD}}}", 4)]),
+        # vLLM's first, SGLang's (the same pod, in this test only) tagged with its dialect
+        _expect(q["requests"], [(f"{{{POD}}}", 4), (f'{{{POD},dialect="sglang"}}', 2)]),
         _expect(
             q["ttft_buckets"],
             [(f'{{{POD},le="0.1"}}', 1), (f'{{{POD},le="+Inf"}}', 2)],
         ),
         _expect(
             build_rate_history_query(),
-            [('{namespace="llm",model_name="m",inferscale_deployment="llm"}', 4)],
+            [
+                ('{namespace="llm",model_name="m",inferscale_deployment="llm"}', 4),
+                ('{namespace="llm",model_name="m",inferscale_deployment="llm",dialect="sglang"}', 2),
+            ],
         ),
     ]
     result = _evaluate(tmp_path, cases)
