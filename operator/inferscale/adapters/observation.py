@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from inferscale.adapters.prometheus import SGLANG_GAUGES, VLLM, FleetSnapshot, PodSeries
 from inferscale.scaling.histogram import histogram_quantile
-from inferscale.scaling.types import MetricsState, Observation
+from inferscale.scaling.types import RATE_FAMILIES, MetricsState, Observation
 
 WAITING = "vllm:num_requests_waiting"
 RUNNING = "vllm:num_requests_running"
@@ -74,6 +74,15 @@ def _reports(s: PodSeries, at: float, stale_after: float) -> bool:
     """Fresh, with both gauges a scale-down rests on. A pod with the KV cache but no queue (or the
     reverse) counted among the reporting pods would add nothing to the sum, as if it held 0 waiting."""
     return _fresh(s, at, stale_after) and KV in s.values and WAITING in s.values
+
+
+def _partial_rates(fresh: list[PodSeries]) -> frozenset[str]:
+    """Rate families some pods report while a busy pod does not. A pod that has served nothing may have no
+    counter yet (SGLang creates its series on the first request), so only a pod holding requests counts."""
+    busy = [s for s in fresh if s.values.get(RUNNING, 0.0) + s.values.get(WAITING, 0.0) > 0]
+    return frozenset(
+        f for f in RATE_FAMILIES if any(f in s.values for s in fresh) and any(f not in s.values for s in busy)
+    )
 
 
 def pod_loads(
@@ -150,6 +159,7 @@ def observe(
     kvs = [s.values[KV] for s in fresh if KV in s.values]
     peaks = [s.values["kv_peak"] for s in fresh if "kv_peak" in s.values]
     state = MetricsState.COMPLETE if len(fresh) >= ready else MetricsState.PARTIAL
+    partial = _partial_rates(fresh)
     obs = replace(
         base,
         state=state,
@@ -167,8 +177,11 @@ def observe(
         generation_token_rate=_sum(fresh, "generation_tokens"),
         newest_sample_at=newest,
         failed_queries=snapshot.failed,
+        partial_rates=partial,
     )
     why = f"{len(fresh)} of {ready} Ready pods report"
     if snapshot.failed:
         why += f"; unknown this tick: {', '.join(sorted(snapshot.failed))}"
+    if partial:
+        why += f"; busy pods without {', '.join(sorted(partial))}, summed over the others only"
     return obs, why

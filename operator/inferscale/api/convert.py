@@ -135,6 +135,8 @@ def observed_lengths(obs: Observation) -> tuple[float, float] | None:
     """Mean prompt and output tokens per request, from the engines' token and request rates; rounded
     to two significant digits so the perf model's cache serves a steady workload."""
     rate, prompt, gen = obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate
+    if obs.partial_rates:  # a ratio of sums over different pods is no pod's length
+        return None
     if not rate or rate <= 0 or prompt is None or gen is None or prompt <= 0 or gen <= 0:
         return None
     # Every finished request has a prompt token and a generated one; a ratio below 1 is rate() jitter or

@@ -54,6 +54,7 @@ import math
 from inferscale.scaling import signals
 from inferscale.scaling.signals import MAX_COUNT, ceil_count
 from inferscale.scaling.types import (
+    REQUESTS,
     CapacityLow,
     MetricsState,
     Observation,
@@ -200,6 +201,8 @@ def evidence(
     completed, over the last minute, a fraction of what it completes now)."""
     if obs.state is not MetricsState.COMPLETE or not obs.request_rate or obs.ready_replicas < 1:
         return None  # partial data, or a queue with nothing finishing (stuck, not a capacity figure)
+    if REQUESTS in obs.partial_rates:
+        return None  # the rate of some of the replicas, not of all of them
     if ready_for < RATE_WINDOW:
         return None  # the rate still counts completions of a fleet of another size
     backlog = backlogged(obs, policy)

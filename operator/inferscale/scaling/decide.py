@@ -33,6 +33,7 @@ from inferscale.scaling.inputs import clean_observation, validate_policy
 from inferscale.scaling.schedule import active_floor
 from inferscale.scaling.stabilization import as_points, holding, prune_events, prune_recommendations, stabilize
 from inferscale.scaling.types import (
+    REQUESTS,
     CapacityLow,
     Decision,
     LastTick,
@@ -298,6 +299,9 @@ def _decide(
         desired = current
         failed = ", ".join(sorted(obs.failed_queries))
         note(Reason.METRICS_MISSING, f"no scale-down while a query failed ({failed})", desired)
+    elif desired < current and REQUESTS in obs.partial_rates:
+        desired = current
+        note(Reason.METRICS_MISSING, "no scale-down while busy pods do not report their request rate", desired)
 
     history = state.recommendations or (TimedReplicas(now, current),)
     up, down = policy.scale_up, policy.scale_down

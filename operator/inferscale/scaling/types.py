@@ -43,6 +43,11 @@ class Reason(enum.StrEnum):
     SCALE_UP_PENDING = "ScaleUpInProgress"
 
 
+# the rate families the engines' counters give, as the Prometheus adapter names its queries
+REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS = "requests", "prompt_tokens", "generation_tokens"
+RATE_FAMILIES = (REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS)
+
+
 @dataclass(frozen=True)
 class Observation:
     """One tick's view of one InferenceService. Sums are over the target's pods."""
@@ -73,6 +78,10 @@ class Observation:
     # metric families whose query failed this tick (not those that answered empty, which is idle): what they
     # would have recommended is unknown, so they hold a scale-down as a missing KV or queue gauge does
     failed_queries: frozenset[str] = frozenset()
+    # rate families ("requests", "prompt_tokens", "generation_tokens") that some busy pod did not report while
+    # others did: their sum covers the reporting pods only, a lower bound, so a low request rate must not
+    # shrink the fleet or teach the learned capacity
+    partial_rates: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -94,3 +94,40 @@ def test_a_failed_latency_query_holds_a_fleet_whose_load_would_let_it_shrink() -
     assert d.replicas == 2 and "no scale-down while a query failed (ttft_buckets)" in d.message
     answered, _ = observe(snapshot(answers), W, "m", 60.0)  # the same load, the query answered (empty: idle)
     assert decide(answered, no_window, ScalerState(), NOW).replicas == 1
+
+
+def test_a_busy_pod_without_a_request_counter_holds_the_fleet_and_teaches_nothing() -> None:
+    # p1 holds requests but its counter series is missing (relabelled away, a broken exporter): the 2 req/s
+    # of p0 alone is half the fleet's rate, and a light KV load would otherwise let the fleet shrink
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers = healthy()
+    answers["gauges"] = _gauges({p: {kv: 0.1, waiting: 0, running: 1} for p in ("p0", "p1")})
+    answers["kv_peak"] = [sample(p, 0.15) for p in ("p0", "p1")]
+    answers["requests"] = [sample("p0", 2.0)]
+    obs, why = observe(snapshot(answers), W, "m", 60.0)
+    assert obs.state is MetricsState.COMPLETE and obs.request_rate == 2.0
+    assert obs.partial_rates == frozenset({"requests"}) and "busy pods without requests" in why
+    no_window = Policy(1, 8, scale_down=ScaleRule(0.0, None, None))
+    d = decide(obs, no_window, ScalerState(), NOW)
+    assert d.replicas == 2 and "no scale-down while busy pods do not report their request rate" in d.message
+    # an idle pod without the counter has served nothing yet (SGLang creates the series on the first request)
+    answers["gauges"] = _gauges({"p0": {kv: 0.1, waiting: 0, running: 1}, "p1": {kv: 0.0, waiting: 0, running: 0}})
+    idle, why = observe(snapshot(answers), W, "m", 60.0)
+    assert idle.partial_rates == frozenset() and "without" not in why
+    assert decide(idle, no_window, ScalerState(), NOW).replicas == 1
+
+
+def test_a_partial_request_rate_is_not_a_capacity_sample() -> None:
+    # a loaded, SLO-compliant fleet teaches its rate per replica; with one busy pod's counter missing
+    # the rate covers half the fleet and would halve the learned capacity
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers = healthy()
+    answers["gauges"] = _gauges({p: {kv: 0.8, waiting: 0, running: 8} for p in ("p0", "p1")})
+    answers["ttft_buckets"] = [sample(p, v, le=le) for p in ("p0", "p1") for le, v in (("0.25", 10.0), ("+Inf", 10.0))]
+    pol = Policy(1, 8, capacity_prior_rps=1.0)
+    whole, _ = observe(snapshot(answers), W, "m", 60.0)
+    assert decide(whole, pol, ScalerState(), NOW).state.capacity_rps is not None  # the control: it learns
+    answers["requests"] = [sample("p0", 2.0)]
+    partial, _ = observe(snapshot(answers), W, "m", 60.0)
+    assert partial.partial_rates == frozenset({"requests"})
+    assert decide(partial, pol, ScalerState(), NOW).state.capacity_rps is None

@@ -75,6 +75,8 @@ def test_observed_lengths_need_every_rate() -> None:
     assert observed_lengths(obs) == (1200.0, 210.0)
     for missing in ({"request_rate": None}, {"request_rate": 0.0}, {"prompt_token_rate": None}):
         assert observed_lengths(Observation(**{**obs.__dict__, **missing})) is None
+    # prompt tokens of some pods over the requests of all of them: a length of no pod
+    assert observed_lengths(Observation(**{**obs.__dict__, "partial_rates": frozenset({"prompt_tokens"})})) is None
     # fewer generated tokens than finished requests (aborts, rate() jitter): a length of 1, not 0.95,
     # which the perf model refuses and which stopped the service's tick
     jitter = Observation(**{**obs.__dict__, "generation_token_rate": 9.5})
