@@ -176,12 +176,14 @@ def observe(
         prompt_token_rate=_sum(fresh, "prompt_tokens"),
         generation_token_rate=_sum(fresh, "generation_tokens"),
         newest_sample_at=newest,
-        failed_queries=snapshot.failed,
+        failed_queries=snapshot.failed | snapshot.partial,
         partial_rates=partial,
     )
     why = f"{len(fresh)} of {ready} Ready pods report"
     if snapshot.failed:
         why += f"; unknown this tick: {', '.join(sorted(snapshot.failed))}"
+    if snapshot.partial:
+        why += f"; answered in part: {'; '.join(snapshot.warnings[:2])}"
     if partial:
         why += f"; busy pods without {', '.join(sorted(partial))}, summed over the others only"
     return obs, why

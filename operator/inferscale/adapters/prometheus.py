@@ -9,7 +9,6 @@ for this tick; it never turns into a zero.
 from __future__ import annotations
 
 import asyncio
-import datetime as dt
 import json
 import math
 import re
@@ -21,6 +20,7 @@ from functools import cached_property
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
 from requests.adapters import HTTPAdapter
 from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ProtocolError, ReadTimeoutError
 from urllib3.util.retry import Retry
@@ -198,6 +198,9 @@ class FleetSnapshot:  # not slotted: by_pod caches on the instance
     pods: dict[PodKey, PodSeries]
     failed: frozenset[str]  # query names that errored this tick
     errors: tuple[str, ...] = ()
+    # query names answered with a warning (a Thanos querier whose stores did not all answer): data in part
+    partial: frozenset[str] = frozenset()
+    warnings: tuple[str, ...] = ()
 
     @property
     def unavailable(self) -> bool:
@@ -288,7 +291,7 @@ def describe_failure(exc: BaseException, timeout: float, authenticated: bool = F
         return _refused(refused.group(1), authenticated)
     cause: BaseException | None = exc
     for _ in range(6):  # requests' SSLError wraps a retry error, urllib3's SSLError, then ssl's own
-        if isinstance(cause, AccessError):
+        if isinstance(cause, (AccessError, PartialAnswer)):
             return str(cause)
         if isinstance(cause, ssl.SSLCertVerificationError):
             return f"the TLS certificate is not trusted ({cause.verify_message}): give its CA with --prometheus-ca-file"
@@ -313,6 +316,33 @@ def describe_failure(exc: BaseException, timeout: float, authenticated: bool = F
     return f"{type(exc).__name__}: {exc}"[:300]
 
 
+class PartialAnswer(ValueError):
+    """A range answer with a warning: kept out of the rate history, which would hold its gap for days."""
+
+
+class _Client(PrometheusConnect):  # type: ignore[misc]  # the library has no type hints
+    def answer(self, api: str, params: Mapping[str, str]) -> tuple[Any, tuple[str, ...]]:
+        """`data.result` of /api/v1/`api` and the warnings the client's own calls drop: a Thanos querier
+        answers from the stores that answered and names the others there, so the data may be a part."""
+        response = self._session.request(
+            method=self._method,
+            url=f"{self.url}/api/v1/{api}",
+            params=dict(params),
+            verify=self._session.verify,
+            headers=self.headers,
+            auth=self.auth,
+            cert=self._session.cert,
+            timeout=self._timeout,
+        )
+        if response.status_code != 200:  # the client's own wording, which `describe_failure` reads
+            raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({response.content!r})")
+        body = response.json()
+        if not isinstance(body, dict) or not isinstance(body.get("data"), dict):
+            raise ValueError(f"the answer is not a Prometheus API response: {str(body)[:120]}")
+        warnings = body.get("warnings")
+        return body["data"].get("result"), tuple(str(w) for w in warnings) if isinstance(warnings, list) else ()
+
+
 class PrometheusReader:
     """Runs the fixed query set concurrently (the client is synchronous, so each query runs in a thread of its
     own pool). A query fails when connecting, or any read of its answer, takes longer than `timeout` seconds
@@ -324,7 +354,7 @@ class PrometheusReader:
         self.url = url
         self.timeout = timeout
         self.access = access or PrometheusAccess()
-        self._client = PrometheusConnect(
+        self._client = _Client(
             url=url, retry=NO_RETRY, timeout=timeout, session=self.access.session(), auth=self.access.auth()
         )
         # the client mounts requests' default-sized pool on the URL: replaced by one as large as the thread pool
@@ -342,16 +372,16 @@ class PrometheusReader:
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
 
-    async def _query(self, promql: str) -> list[dict[str, Any]]:
+    async def _query(self, promql: str) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
         self.queries_sent += 1
-        result = await self._in_thread(self._client.custom_query, promql)
+        result, warnings = await self._in_thread(self._client.answer, "query", {"query": promql})
         # a scalar or string answer is a bare [time, value] list, and a proxy may send anything: not an
         # instant vector fails this query (its family unknown) rather than the tick
         if not isinstance(result, list) or not all(
             isinstance(sample, dict) and isinstance(sample.get("metric", {}), dict) for sample in result
         ):
             raise ValueError(f"the answer is not an instant vector: {str(result)[:120]}")
-        return result
+        return result, warnings
 
     async def snapshot(self, now: float, selector: Mapping[str, str] | None = None, tpot: bool = True) -> FleetSnapshot:
         queries = build_queries(selector, tpot)
@@ -360,13 +390,26 @@ class PrometheusReader:
         pods: dict[PodKey, PodSeries] = {}
         failed: set[str] = set()
         errors: list[str] = []
+        partial: set[str] = set()
+        warned: list[str] = []
         for name, answer in zip(names, answers, strict=True):
             if isinstance(answer, BaseException):
                 failed.add(name)
                 errors.append(f"{name}: {self.describe(answer)}")
                 continue
-            parse_vector(name, answer, pods)
-        return FleetSnapshot(at=now, pods=pods, failed=frozenset(failed), errors=tuple(errors))
+            result, warnings = answer
+            if warnings:
+                partial.add(name)
+                warned.append(f"{name}: {'; '.join(warnings)}"[:300])
+            parse_vector(name, result, pods)
+        return FleetSnapshot(
+            at=now,
+            pods=pods,
+            failed=frozenset(failed),
+            errors=tuple(errors),
+            partial=frozenset(partial),
+            warnings=tuple(warned),
+        )
 
     async def rate_history(
         self, start: float, end: float, step: float = 60.0, selector: Mapping[str, str] | None = None
@@ -374,16 +417,12 @@ class PrometheusReader:
         """Request rate per (namespace, model_name, Deployment) between start and end, oldest first (both
         dialects added)."""
 
-        def run() -> Any:
-            self.queries_sent += 1
-            return self._client.custom_query_range(
-                build_rate_history_query(selector),
-                start_time=dt.datetime.fromtimestamp(start, dt.UTC),
-                end_time=dt.datetime.fromtimestamp(end, dt.UTC),
-                step=f"{int(step)}s",
-            )
-
-        result = await self._in_thread(run)
+        self.queries_sent += 1
+        query = build_rate_history_query(selector)
+        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{int(step)}s"}
+        result, warnings = await self._in_thread(self._client.answer, "query_range", params)
+        if warnings:
+            raise PartialAnswer(f"answered in part: {'; '.join(warnings)}"[:300])
         out: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
         for series in result if isinstance(result, list) else []:
             labels = series.get("metric", {})

@@ -298,7 +298,7 @@ def _decide(
     elif desired < current and obs.failed_queries:
         desired = current
         failed = ", ".join(sorted(obs.failed_queries))
-        note(Reason.METRICS_MISSING, f"no scale-down while a query failed ({failed})", desired)
+        note(Reason.METRICS_MISSING, f"no scale-down while a query failed or answered in part ({failed})", desired)
     elif desired < current and REQUESTS in obs.partial_rates:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while busy pods do not report their request rate", desired)

@@ -75,8 +75,9 @@ class Observation:
     # load, which completions hide when the fleet is saturated. vLLM exports no such counter, so the operator
     # leaves it None and inferscale's policy must not read it; only the simulator's baselines do.
     arrival_rate: float | None = None
-    # metric families whose query failed this tick (not those that answered empty, which is idle): what they
-    # would have recommended is unknown, so they hold a scale-down as a missing KV or queue gauge does
+    # metric families whose query failed this tick, or answered in part (a Thanos querier's partial response),
+    # not those that answered empty, which is idle: what they would have recommended is unknown, so they hold a
+    # scale-down as a missing KV or queue gauge does
     failed_queries: frozenset[str] = frozenset()
     # rate families ("requests", "prompt_tokens", "generation_tokens") that some busy pod did not report while
     # others did: their sum covers the reporting pods only, a lower bound, so a low request rate must not

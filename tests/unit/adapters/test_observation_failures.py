@@ -91,7 +91,7 @@ def test_a_failed_latency_query_holds_a_fleet_whose_load_would_let_it_shrink() -
     assert obs.failed_queries == frozenset({"ttft_buckets"}) and "unknown this tick: ttft_buckets" in why
     no_window = Policy(1, 8, scale_down=ScaleRule(0.0, None, None))
     d = decide(obs, no_window, ScalerState(), NOW)
-    assert d.replicas == 2 and "no scale-down while a query failed (ttft_buckets)" in d.message
+    assert d.replicas == 2 and "no scale-down while a query failed or answered in part (ttft_buckets)" in d.message
     answered, _ = observe(snapshot(answers), W, "m", 60.0)  # the same load, the query answered (empty: idle)
     assert decide(answered, no_window, ScalerState(), NOW).replicas == 1
 
@@ -131,3 +131,20 @@ def test_a_partial_request_rate_is_not_a_capacity_sample() -> None:
     partial, _ = observe(snapshot(answers), W, "m", 60.0)
     assert partial.partial_rates == frozenset({"requests"})
     assert decide(partial, pol, ScalerState(), NOW).state.capacity_rps is None
+
+
+def test_a_partial_answer_holds_a_scale_down_and_says_why() -> None:
+    # a Thanos querier answered the request rate from the stores that answered: p1's 2 req/s may be missing
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers = healthy()
+    answers["gauges"] = _gauges({p: {kv: 0.1, waiting: 0, running: 1} for p in ("p0", "p1")})
+    answers["kv_peak"] = [sample(p, 0.15) for p in ("p0", "p1")]
+    warning = "requests: No StoreAPIs matched for this query"
+    snap = replace(snapshot(answers), partial=frozenset({"requests"}), warnings=(warning,))
+    obs, why = observe(snap, W, "m", 60.0)
+    assert obs.failed_queries == frozenset({"requests"}) and f"answered in part: {warning}" in why
+    no_window = Policy(1, 8, scale_down=ScaleRule(0.0, None, None))
+    d = decide(obs, no_window, ScalerState(), NOW)
+    assert d.replicas == 2 and "answered in part (requests)" in d.message
+    whole, _ = observe(snapshot(answers), W, "m", 60.0)  # the same answers without the warning
+    assert decide(whole, no_window, ScalerState(), NOW).replicas == 1

@@ -2,8 +2,11 @@
 real Prometheus in tests/e2e)."""
 
 import asyncio
+import http.server
+import json
 import socket
 import threading
+import urllib.parse
 from typing import Any
 
 import pytest
@@ -11,6 +14,7 @@ import pytest
 from inferscale.adapters.prometheus import (
     DEPLOYMENT_POD,
     QUERIES,
+    PartialAnswer,
     PrometheusReader,
     build_queries,
     build_rate_history_query,
@@ -23,9 +27,10 @@ class RangeAnswer:
         self.result = result
         self.queries: list[str] = []
 
-    def custom_query_range(self, query: str, **_: Any) -> list[dict[str, Any]]:
-        self.queries.append(query)
-        return self.result
+    def answer(self, api: str, params: dict[str, str]) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
+        assert api == "query_range"
+        self.queries.append(params["query"])
+        return self.result, ()
 
 
 def series(ns: str, model: str, points: list[tuple[float, str]], **labels: str) -> dict[str, Any]:
@@ -168,13 +173,14 @@ def test_a_selector_value_with_quotes_backslashes_or_a_newline_stays_inside_its_
 
 
 class InstantAnswers:
-    """custom_query's return for each query name (what prometheus_api_client hands back: `data.result`)."""
+    """The client's answer for each query name: `data.result` and no warnings."""
 
     def __init__(self, answers: dict[str, Any]) -> None:
         self.by_query = {promql: answers.get(name, []) for name, promql in build_queries().items()}
 
-    def custom_query(self, query: str) -> Any:
-        return self.by_query[query]
+    def answer(self, api: str, params: dict[str, str]) -> tuple[Any, tuple[str, ...]]:
+        assert api == "query"
+        return self.by_query[params["query"]], ()
 
 
 @pytest.mark.parametrize(
@@ -195,3 +201,48 @@ def test_an_answer_that_is_not_an_instant_vector_fails_its_query_not_the_tick(an
     (error,) = snap.errors
     assert error.startswith("gauges: ValueError: the answer is not an instant vector")
     assert snap.pods[("llm", "p0", "m")].values == {"sample_time": 2.0}
+
+
+class Thanos(http.server.BaseHTTPRequestHandler):
+    """A querier one of whose stores did not answer: the request rate comes back with a warning naming it."""
+
+    def do_GET(self) -> None:
+        url = urllib.parse.urlparse(self.path)
+        query = urllib.parse.parse_qs(url.query)["query"][0]
+        body: dict[str, Any] = {"status": "success", "data": {"resultType": "vector", "result": []}}
+        if url.path == "/api/v1/query_range":
+            body["data"] = {"resultType": "matrix", "result": [series("llm", "m", [(60.0, "1")])]}
+            body["warnings"] = ["store 10.0.0.7:10901 unavailable"]
+        elif query == build_queries()["requests"]:
+            sample = {"metric": {"namespace": "llm", "pod": "p0", "model_name": "m"}, "value": [1.0, "2"]}
+            body["data"]["result"] = [sample]
+            body["warnings"] = ["No StoreAPIs matched for this query: store 10.0.0.7:10901 unavailable"]
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+def test_an_answer_with_a_warning_is_used_and_marked_partial() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Thanos)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    reader = PrometheusReader(f"http://127.0.0.1:{server.server_address[1]}", timeout=5.0)
+    try:
+        snap = asyncio.run(reader.snapshot(0.0))
+        # a range answered in part is refused: the rate history would keep its gap for days
+        with pytest.raises(PartialAnswer) as partial:
+            asyncio.run(reader.rate_history(0.0, 120.0))
+    finally:
+        reader.close()
+        server.shutdown()
+        server.server_close()
+    assert snap.failed == frozenset() and snap.partial == frozenset({"requests"})
+    assert snap.pods[("llm", "p0", "m")].values == {"requests": 2.0}
+    (warning,) = snap.warnings
+    assert warning.startswith("requests: No StoreAPIs matched") and "10.0.0.7:10901" in warning
+    assert reader.describe(partial.value) == "answered in part: store 10.0.0.7:10901 unavailable"
