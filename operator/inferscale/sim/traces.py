@@ -236,15 +236,16 @@ def load_request_curve(
     if kind == "servegen":
         raise TraceError(f"{p}: a ServeGen curve keeps its own windows: use load_rate_curve")
     arrays, span = _replayed_part(p, kind, rate_scale, time_scale, duration, start)
-    n = max(1, math.floor(span / window + 0.5))
+    # requests at one instant cover no time: they are counted over one window, as a rate needs some
+    covered = span if span > 0 else window
+    n = max(1, math.floor(covered / window + 0.5))
     idx = np.minimum((arrays.arrival // window).astype(np.int64), n - 1)
     lengths = np.full(n, window)
-    # requests at one instant cover no time: they are counted over one window, as a rate needs some
-    lengths[-1] = span - (n - 1) * window if span > 0 else window
+    lengths[-1] = covered - (n - 1) * window
     curve = [pt._replace(rate=pt.rate * rate_scale) for pt in _points(arrays, idx, lengths, window)]
     # a window cut short can be busier than any whole minute of the trace
     _check_peak(p, max(pt.rate for pt in curve) / rate_scale, rate_scale, time_scale, "minute")
-    return curve, span if span > 0 else window
+    return curve, covered
 
 
 def rate_curve(trace: Trace, window: float) -> list[RatePoint]:

@@ -51,11 +51,12 @@ def test_a_long_prompt_chunk_is_over_the_slo_and_the_suggested_limits_fit() -> N
     assert "SGLang --chunked-prefill-size 2048 --max-running-requests 1024" in sglang
 
 
-def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, itl: float) -> None:
-    """Whatever the planner suggests, vLLM accepts, and the step at it (at its own operating point) fits."""
+def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, itl: float) -> bool:
+    """Whatever the planner suggests, vLLM accepts, and the step at it (at its own operating point) fits.
+    False when it suggests nothing (the default budget fits, or none does)."""
     step = prefill_step(replica_profile(model, gpu, tp), i, o, ttft, itl)
     if step.fitting is None:
-        return
+        return False
     f = step.fitting
     assert f.max_num_batched_tokens % BUDGET_STEP == 0 and f.max_num_seqs <= f.max_num_batched_tokens
     fixed = replica_profile(
@@ -71,6 +72,7 @@ def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, i
         bigger = replica_profile(model, gpu, tp, max_num_seqs=min(f.max_num_seqs, up), max_num_batched_tokens=up)
         over = prefill_step(bigger, i, o, ttft, itl)
         assert over.within_slo is False or up - round(over.batch) < MIN_CHUNK
+    return True
 
 
 @pytest.mark.parametrize(
@@ -79,8 +81,11 @@ def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, i
 )
 def test_following_the_suggestion_fits_and_vllm_accepts_it(model: str, gpu: str, tp: int) -> None:
     # the 70B on four H100s suggests a budget below vLLM's default max_num_seqs: it must lower that too
-    for i, o, ttft, itl in itertools.product((3000, 15000), (8, 500), (2.0, 7.0), (0.03, 0.05)):
-        _following(model, gpu, tp, i, o, ttft, itl)
+    grid = itertools.product((3000, 15000), (8, 500), (2.0, 7.0), (0.03, 0.05))
+    checked = [_following(model, gpu, tp, i, o, ttft, itl) for i, o, ttft, itl in grid]
+    # the 15,000-token prompts (half the grid) need a smaller budget on each of these: suggestions were
+    # checked, not all skipped
+    assert sum(checked) >= len(checked) // 2, checked
 
 
 def test_the_70b_suggestion_lowers_max_num_seqs_with_the_budget() -> None:

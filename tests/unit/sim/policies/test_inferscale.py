@@ -62,7 +62,8 @@ def test_returns_what_scaling_decide_returns() -> None:
     assert policy.last_decision is not None
     expected_policy = replace(policy.policy, capacity_prior_rps=ctx.capacity_rps(1000.0, 200.0))
     assert n == decide(obs, expected_policy, ScalerState(), 100.0, []).replicas
-    assert n > 2  # 95 % KV against an 80 % target
+    # 95 % KV on 2 replicas against an 80 % target: 2 x 0.95 / 0.8 = 2.4, so 3, and the decision's own words
+    assert n == 3 and policy.last_decision.message.startswith("KV cache 95% > 80% target on 2 ready replicas → 3")
 
 
 def test_capacity_prior_follows_observed_lengths_not_the_trace() -> None:
