@@ -206,23 +206,39 @@ def test_the_admission_policy_lets_the_account_write_only_what_it_owns(
     # writes deletion costs, while the same account is refused any other change.
     _, _, as_sa = release
     container = {"name": "vllm", "image": "vllm/vllm-openai:v0.11.0", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    template = {"metadata": {"labels": {"app": "managed"}}, "spec": {"containers": [container]}}
+    pinned = {"containers": [container], "nodeSelector": {"pool": "zone-b"}}
+    template = {"metadata": {"labels": {"app": "managed"}}, "spec": pinned}
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=service("managed", target=None, template=template))
     cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("plain", 1, 1))
     op = OperatorProcess(as_sa, namespace, interval="5s")
     try:
         op.start()
         eventually(lambda: events(cluster, namespace, "Created"), 60, "the managed Deployment's creation")
-        newer = {"spec": {"template": {"spec": {"containers": [{**container, "image": "vllm/vllm-openai:v0.11.1"}]}}}}
+        # a new image, and the nodeSelector taken out: the Deployment's template is replaced whole (a merge
+        # patch of it kept every key it left out)
+        unpinned = {"containers": [{**container, "image": "vllm/vllm-openai:v0.11.1"}], "nodeSelector": None}
         cluster.kubectl(
-            "patch", "inferenceservice", "managed", "-n", namespace, "--type=merge", "-p", json.dumps(newer)
+            "patch",
+            "inferenceservice",
+            "managed",
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"template": {"spec": unpinned}}}),
         )
 
-        def image() -> str:
-            dep = cluster.kubectl_json("get", "deployment", "managed", "-n", namespace)
-            return str(dep["spec"]["template"]["spec"]["containers"][0]["image"])
+        def pod_spec() -> dict[str, Any]:
+            return dict(
+                cluster.kubectl_json("get", "deployment", "managed", "-n", namespace)["spec"]["template"]["spec"]
+            )
 
-        eventually(lambda: image() == "vllm/vllm-openai:v0.11.1", 60, "the template update by the chart's account")
+        eventually(
+            lambda: pod_spec()["containers"][0]["image"] == "vllm/vllm-openai:v0.11.1",
+            60,
+            "the template update by the chart's account",
+        )
+        assert "nodeSelector" not in pod_spec(), pod_spec()
     finally:
         op.stop()
     op.assert_no_tracebacks()

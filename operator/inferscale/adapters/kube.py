@@ -13,7 +13,7 @@ import builtins
 import json
 import os
 import ssl
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -251,6 +251,11 @@ class KubeApi:
         params = STRICT if strict else None
         result = await self.request("PATCH", path, body, "application/merge-patch+json", params=params, decode=answer)
         return result if isinstance(result, dict) else {}
+
+    async def json_patch(self, path: str, ops: Sequence[Mapping[str, Any]], strict: bool = False) -> None:
+        """An RFC 6902 patch: what replaces a whole object, where a merge patch keeps every key it leaves out."""
+        params = STRICT if strict else None
+        await self.request("PATCH", path, list(ops), "application/json-patch+json", params=params, decode=False)
 
     async def create(self, path: str, body: Mapping[str, Any], strict: bool = False) -> dict[str, Any]:
         answer = await self.request("POST", path, body, "application/json", params=STRICT if strict else None)

@@ -100,7 +100,10 @@ class Tick:
     scaled_objects: list[Obj] = field(default_factory=list)
     services: list[Obj] = field(default_factory=list)
     fleet: dict[Selector, FleetSnapshot] = field(default_factory=dict)
-    kube_error: str | None = None
+    kube_error: str | None = None  # nothing could be read: no service is decided
+    # watched namespaces whose lists failed while others' answered (a namespace deleted with the chart's Role in
+    # it: 403): their services are not decided, and nothing of theirs is in the tick; the others are
+    unreadable: dict[str, str] = field(default_factory=dict)
     duration: float = 0.0
     default_interval: float = 10.0  # the operator's --interval, for specs that leave behavior.interval unset
     _parsed: dict[tuple[int, float], tuple[Any, Parsed]] = field(default_factory=dict, repr=False)
@@ -248,14 +251,31 @@ class Collector:
             return cached
         return await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural))
 
+    async def _scope(self, ns: str | None) -> list[list[Obj]]:
+        return list(await asyncio.gather(*(self._read(gv, plural, ns) for gv, plural in KINDS)))
+
     async def _lists(self, tick: Tick) -> None:
+        """Every scope's lists. A namespace whose lists fail is left out whole (its services with their pods
+        and Deployments, or none of them) while the others are read; the tick fails only when no scope answers."""
         started = time.monotonic()
         scopes = self._scopes()
-        calls = [self._read(gv, plural, ns) for ns in scopes for gv, plural in KINDS]
         try:
-            results = await asyncio.gather(*calls)
+            answers = await asyncio.gather(*(self._scope(ns) for ns in scopes), return_exceptions=True)
         finally:
             metrics.TICK_PHASE.labels("kubernetes").observe(time.monotonic() - started)
+        for answer in answers:
+            if isinstance(answer, BaseException) and not isinstance(answer, KubeError):
+                raise answer  # a bug, not the API server's word: not to be taken for an unreadable namespace
+        failed = {ns: a for ns, a in zip(scopes, answers, strict=True) if isinstance(a, KubeError)}
+        if len(failed) == len(scopes):
+            raise next(iter(failed.values()))
+        for watched in self.namespaces or ():
+            metrics.NAMESPACE_UNREADABLE.labels(watched).set(1 if watched in failed else 0)
+        for scope, error in failed.items():
+            tick.unreadable[str(scope)] = str(error)
+            metrics.KUBE_ERRORS.labels("list").inc()
+            self.log.warning("listing namespace %s failed, its services are held this tick: %s", scope, error)
+        results = [items for a in answers if not isinstance(a, BaseException) for items in a]
         for i, items in enumerate(results):
             plural = KINDS[i % len(KINDS)][1]
             for obj in items:

@@ -53,6 +53,12 @@ PROMETHEUS_ERRORS = Counter("inferscale_prometheus_query_errors", "PromQL querie
 KUBE_ERRORS = Counter(
     "inferscale_kubernetes_errors", "Kubernetes API calls that failed.", ("operation",), registry=REGISTRY
 )
+NAMESPACE_UNREADABLE = Gauge(
+    "inferscale_namespace_unreadable",
+    "1 while a watched namespace cannot be listed (its services are held); the other namespaces are decided.",
+    ("namespace",),
+    registry=REGISTRY,
+)
 LEADER = Gauge(
     "inferscale_leader",
     "1 while this process acts: it holds the leader Lease (run --leader-elect), or runs without one.",
@@ -61,6 +67,49 @@ LEADER = Gauge(
 LAST_TICK = Gauge("inferscale_last_tick_timestamp_seconds", "When the last complete tick finished.", registry=REGISTRY)
 # what the stall alert measures a tick's age against (/healthz allows 3 ticks and 30 s)
 TICK_INTERVAL = Gauge("inferscale_tick_interval_seconds", "The operator's tick (--interval).", registry=REGISTRY)
+
+
+# the condition types each service's gauge carries now, so that a type its status no longer has is dropped
+_CONDITION_TYPES: dict[tuple[str, str], set[str]] = {}
+_PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
+    (DESIRED, _SERVICE),
+    (CURRENT, _SERVICE),
+    (READY, _SERVICE),
+    (DECISIONS, (*_SERVICE, "reason")),
+    (SCALE_ACTIONS, (*_SERVICE, "direction")),
+    (CONDITION, (*_SERVICE, "type")),
+)
+
+
+def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bool]]) -> None:
+    """The service's conditions as its status now has them (type, True): a type the status dropped (a
+    CapacityBlocked before the target went missing) would otherwise keep its alert firing."""
+    types = set()
+    for kind, true in conditions:
+        CONDITION.labels(namespace, name, kind).set(1 if true else 0)
+        types.add(kind)
+    for gone in _CONDITION_TYPES.get((namespace, name), set()) - types:
+        CONDITION.remove(namespace, name, gone)
+    _CONDITION_TYPES[(namespace, name)] = types
+
+
+def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool]) -> int:
+    """Drops the series of the services not listed this tick (deleted, or their namespace), but for those in a
+    namespace that could not be read; returns how many series went. Kept, a deleted service's conditions
+    would hold their alerts firing until the operator restarts."""
+    dropped = 0
+    for metric, names in _PER_SERVICE:
+        stale = {
+            values
+            for family in metric.collect()
+            for sample in family.samples
+            if (values := tuple(sample.labels.get(n, "") for n in names))[:2] not in listed and not unread(values[0])
+        }
+        for values in stale:
+            metric.remove(*values)
+            _CONDITION_TYPES.pop((values[0], values[1]), None)
+        dropped += len(stale)
+    return dropped
 
 
 class RequestCounts(Collector):

@@ -103,6 +103,12 @@ class Loop:
                     await report_failure(self.runtime, svc, tick.at, e)
 
         await asyncio.gather(*(one(s) for s in tick.services))
+        if tick.kube_error is None:
+            listed = {
+                ((s.get("metadata") or {}).get("namespace", ""), (s.get("metadata") or {}).get("name", ""))
+                for s in tick.services
+            }
+            metrics.forget_services(listed, tick.unreadable.__contains__)
         try:
             await release_costs(self.runtime, tick)
         except Exception:  # a bug here must not end the tick's bookkeeping

@@ -93,12 +93,18 @@ def _status_failed(path: str, e: KubeError, logger: logging.Logger) -> bool:
     return False
 
 
-async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any]) -> bool:
+def _identity(meta: Any) -> tuple[Any, Any]:
+    return (meta.get("uid"), meta.get("generation")) if isinstance(meta, Mapping) else (None, None)
+
+
+async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any]) -> bool | None:
     """The tick's status write, on the resourceVersion the tick read (or its own last write left): a write
     that reaches the server late, sent into a network partition and carried out after another leader wrote,
     is refused instead of putting older state over newer. Refused while this process may still write (the
-    fence let it through: an edit of the spec, a refresh landing since the list), it is sent once more on
-    the version read then. Each write's answer moves the version on for the tick's next write."""
+    fence let it through: a refresh landing since the list, a label), it is sent once more on the version
+    read then, if the spec is the one decided on. An edit of the spec since the list (a new generation: mode
+    Advisory, a lower max) or a new object under the name gives None: nothing is written, and the next tick
+    decides on what the user now says. Each write's answer moves the version on for the tick's next write."""
     meta = body.get("metadata")
     version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
 
@@ -112,8 +118,11 @@ async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, sta
         except KubeError as e:
             if e.status != 409 or not version:
                 raise
-            fresh = await rt.kube.get(path.removesuffix("/status"))
-            answer = await send((fresh.get("metadata") or {}).get("resourceVersion"))
+            fresh = (await rt.kube.get(path.removesuffix("/status"))).get("metadata") or {}
+            if _identity(fresh) != _identity(meta):
+                rt.logger.info("%s: the spec changed since the tick read it; deciding again next tick", path)
+                return None
+            answer = await send(fresh.get("resourceVersion"))
     except KubeError as e:
         return _status_failed(path, e, rt.logger)
     written = (answer.get("metadata") or {}).get("resourceVersion")
@@ -168,8 +177,9 @@ async def _problem(
         },
         now,
     )
-    for c in conditions:
-        metrics.CONDITION.labels(meta.get("namespace"), meta.get("name"), c.type).set(1 if c.status == "True" else 0)
+    metrics.set_conditions(
+        meta.get("namespace", ""), meta.get("name", ""), ((c.type, c.status == "True") for c in conditions)
+    )
 
 
 def _template_hash(template: Mapping[str, Any]) -> str:
@@ -208,6 +218,22 @@ def managed_deployment(body: Mapping[str, Any], template: Mapping[str, Any], rep
             "template": {"metadata": pod_meta, "spec": template.get("spec") or {}},
         },
     }
+
+
+def _template_update(
+    body: Mapping[str, Any], template: Mapping[str, Any], deployment: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """The JSON patch that puts the spec's pod template on the managed Deployment, whole: a merge patch kept
+    every key the user took out (a nodeSelector, a priorityClassName), while the hash said it was applied.
+    Never replicas: that is the decision's."""
+    desired = managed_deployment(body, template, 1)
+    ops: list[dict[str, Any]] = [{"op": "replace", "path": "/spec/template", "value": desired["spec"]["template"]}]
+    if (deployment.get("metadata") or {}).get("annotations"):
+        key = TEMPLATE_HASH.replace("~", "~0").replace("/", "~1")
+        ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": _template_hash(template)})
+    else:
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": desired["metadata"]["annotations"]})
+    return ops
 
 
 def _owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -249,8 +275,9 @@ async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState
     meta = body.get("metadata") or {}
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     metrics.STATUS_WRITES.labels("ahead").inc()
-    if await _write_own_status(rt, body, path, {"scaler": state_to_status(state)}):
-        return True
+    written = await _write_own_status(rt, body, path, {"scaler": state_to_status(state)})
+    if written or written is None:  # None: edited since the list, so the decision is not the spec's: no warning
+        return bool(written)
     await post_event(
         rt, body, "Warning", "ScaleDeferred", "could not record the scale event in status; not scaled", now
     )
@@ -310,14 +337,11 @@ async def _ensure_managed(
         await _conflict(rt, body, now, "NotOwned", msg)
         return None
     if ((deployment.get("metadata") or {}).get("annotations") or {}).get(TEMPLATE_HASH) != _template_hash(template):
-        desired = managed_deployment(body, template, initial_replicas)
-        patch = {
-            "metadata": {"annotations": desired["metadata"]["annotations"]},
-            "spec": {"template": desired["spec"]["template"]},  # never replicas: that is the decision's
-        }
         wanted = _template_hash(template)
         try:
-            await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", patch, strict=True)
+            await rt.kube.json_patch(
+                f"/apis/apps/v1/namespaces/{ns}/deployments/{name}", _template_update(body, template, deployment), True
+            )
             rt.refused_templates.pop(uid, None)
             await post_event(rt, body, "Normal", "Updated", f"updated the pod template of Deployment {name}", now)
         except KubeError as e:
@@ -438,7 +462,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods, now)
     decision = decide(obs, policy, state, now, rates)
 
-    acted = ahead = False
+    acted = ahead = unconfirmed = False
     steer: str | None = ""
     if decision.changed and not advisory:
         ahead = await _record_ahead(rt, body, decision.state, now)
@@ -461,15 +485,23 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
             if e.status == 409 and version:
                 metrics.KUBE_ERRORS.labels("scale_conflict").inc()
                 rt.logger.info("%s/%s: Deployment %s changed since the cache read it; deciding again", ns, name, target)
+            elif e.status == 0 or e.status >= 500:
+                # no answer, or the server's own failure (a 504, etcd timing out): the write may have landed. It
+                # stays counted as made, the safe side, as when the operator dies between record and scale;
+                # taken back, the next tick would count its rate limit from the new count and step again at once
+                metrics.KUBE_ERRORS.labels("scale").inc()
+                unconfirmed = True
+                msg = f"scaling {target} to {decision.replicas} got no clear answer ({e}); counted as made"
+                await post_event(rt, body, "Warning", "ScaleUnconfirmed", msg, now)
             else:
                 metrics.KUBE_ERRORS.labels("scale").inc()
                 await post_event(
                     rt, body, "Warning", "ScaleFailed", f"could not scale {target} to {decision.replicas}: {e}", now
                 )
-    new_state = decision.state if acted else _unrecorded(decision, now)
+    new_state = decision.state if acted or unconfirmed else _unrecorded(decision, now)
     # a scale recorded ahead and then refused must be taken back whatever else the status says, or the next
     # tick counts a scale that never happened against the rate limit
-    retract = ahead and not acted
+    retract = ahead and not (acted or unconfirmed)
     await _write(
         rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill,
         retract=retract, others=others, steer=steer or "",
@@ -545,7 +577,7 @@ async def _write(
             bad = (c.status == "True") if c.type in TRUE_IS_BAD else (c.status == "False")
             if bad:
                 await post_event(rt, body, "Warning", c.reason, c.message, now)
-        metrics.CONDITION.labels(ns, name, c.type).set(1 if c.status == "True" else 0)
+    metrics.set_conditions(ns, name, ((c.type, c.status == "True") for c in conditions))
 
     history = status.get("history")
     new_status: dict[str, Any] = {

@@ -3,6 +3,7 @@
 import itertools
 from typing import Any
 
+from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import FleetSnapshot, build_queries
 from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, Collector, history_window
 from inferscale.handlers.metrics import REGISTRY
@@ -207,3 +208,33 @@ def test_the_tick_is_exported_for_the_stall_alert_to_measure_against() -> None:
     # the chart's InferscaleOperatorStalled waits three of these; without the gauge it falls back to 5 minutes
     Collector(Kube(), Prom(), ["ns"], 600.0)  # type: ignore[arg-type]
     assert REGISTRY.get_sample_value("inferscale_tick_interval_seconds") == 600.0
+
+
+class Forbidden(Kube):
+    """Two watched namespaces; b was deleted and its Role with it: every list there is a 403."""
+
+    both = False  # a's lists fail too
+
+    async def list(self, gv: str, plural: str, ns: str | None, keep: Any = None) -> list[dict[str, Any]]:
+        if ns == "b" or (ns == "a" and self.both):
+            raise KubeError(403, f'{plural} is forbidden: cannot list resource "{plural}" in the namespace "{ns}"')
+        if plural == "inferenceservices":
+            return [{**service("llm"), "metadata": {"name": "llm", "namespace": ns}}]
+        if plural == "pods":
+            return [{"metadata": {"name": "llm-abcdef7-xyzwv", "namespace": ns}, "status": {}}]
+        return []
+
+
+async def test_a_namespace_that_cannot_be_listed_holds_its_services_and_not_the_others() -> None:
+    kube = Forbidden()
+    collector = Collector(kube, Prom(), ["a", "b"], 10.0)  # type: ignore[arg-type]
+    tick = await collector.refresh()
+    assert tick.kube_error is None and collector.last_success == tick.at  # /healthz stays healthy
+    assert [s["metadata"]["namespace"] for s in tick.services] == ["a"] and list(tick.pods) == ["a"]
+    assert set(tick.unreadable) == {"b"} and "403" in tick.unreadable["b"]
+    assert REGISTRY.get_sample_value("inferscale_namespace_unreadable", {"namespace": "b"}) == 1
+    assert REGISTRY.get_sample_value("inferscale_namespace_unreadable", {"namespace": "a"}) == 0
+    # nothing answers: the tick fails as before, and no service is decided on a view it does not have
+    kube.both = True
+    failed = await collector.refresh()
+    assert failed.kube_error is not None and failed.services == [] and collector.last_success == tick.at

@@ -3,6 +3,7 @@ bad object or a failing API never raises out of it (a crash loop would stop ever
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from inferscale.adapters.workload import rfc3339
 from inferscale.api.status import InferenceServiceStatus
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.rate_history import RateHistory
-from inferscale.handlers.reconcile import reconcile
+from inferscale.handlers.reconcile import managed_deployment, reconcile
 from inferscale.handlers.runtime import Runtime
 from inferscale.scaling.types import Reason
 
@@ -39,6 +40,12 @@ class FakeKube:
             self.strict.append(path)
         self._check(path)
         return {}
+
+    async def json_patch(self, path: str, ops: Any, strict: bool = False) -> None:
+        self.calls.append(("PATCH", path, ops))
+        if strict:
+            self.strict.append(path)
+        self._check(path)
 
     async def create(self, path: str, body: Any, strict: bool = False) -> dict[str, Any]:
         self.calls.append(("POST", path, body))
@@ -365,13 +372,35 @@ async def test_an_operator_killed_between_the_scale_and_its_status_keeps_the_rat
     assert again.scales() == [4]
 
 
-async def test_a_refused_scale_write_is_not_recorded_as_a_scale_event() -> None:
-    kube = FakeKube(fail={"/scale": 500})
+@pytest.mark.parametrize("refusal", [403, 422, 429])
+async def test_a_refused_scale_write_is_not_recorded_as_a_scale_event(refusal: int) -> None:
+    kube = FakeKube(fail={"/scale": refusal})
     spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
     await reconcile(runtime(kube), tick(), svc(spec))
     status = kube.statuses()[-1]
     assert status["scaler"]["scaleEvents"] == [] and "lastScaleTime" not in status
     assert any(e["reason"] == "ScaleFailed" for e in kube.events())
+
+
+@pytest.mark.parametrize("unanswered", [0, 500, 504])
+async def test_a_scale_write_without_a_clear_answer_stays_counted_against_the_rate_limit(unanswered: int) -> None:
+    # the PATCH timed out (or the server failed after etcd took it): the Deployment may be at 4 already. Taken
+    # back, the next tick would count the limit of one pod per minute from 4 and step to 5 ten seconds later
+    kube = FakeKube(fail={"/scale": unanswered})
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
+    await reconcile(runtime(kube), saturated_tick(3, NOW), svc(spec))
+    assert kube.scales() == [4]
+    left: dict[str, Any] = {}  # the status as the API server holds it (merge patches, in order)
+    for written in kube.statuses():
+        left.update(written)
+    assert len(left["scaler"]["scaleEvents"]) == 1 and "lastScaleTime" not in left
+    (event,) = [e for e in kube.events() if e["reason"] == "ScaleUnconfirmed"]
+    assert "scaling llm to 4 got no clear answer" in event["message"]
+    landed = FakeKube()  # it had landed: the next tick's cache shows 4
+    await reconcile(runtime(landed), saturated_tick(4, NOW + 10), svc(spec, left))
+    assert landed.scales() == [], "a second step of the 1-pod-per-60s limit, 10 s after the first"
+    (decision,) = [s["decision"] for s in landed.statuses()]
+    assert decision["reason"] == "RateLimited"
 
 
 async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_started_from() -> None:
@@ -598,6 +627,46 @@ async def test_the_managed_deployment_is_created_and_updated_with_strict_field_v
     assert len([e for e in kube.events() if e["reason"] == "UpdateFailed"]) == 2  # a new template: news
 
 
+def _json_patched(obj: dict[str, Any], ops: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902's add and replace, on object members: what the API server makes of the operator's patch."""
+    out = copy.deepcopy(obj)
+    for op in ops:
+        assert op["op"] in ("add", "replace"), op
+        *parents, last = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
+        node = out
+        for key in parents:
+            node = node[key]
+        assert op["op"] == "add" or last in node, op  # replace needs the member to exist
+        node[last] = copy.deepcopy(op["value"])
+    return out
+
+
+@pytest.mark.parametrize("annotated", [True, False])
+async def test_a_key_taken_out_of_the_template_leaves_the_managed_deployment(annotated: bool) -> None:
+    # a nodeSelector pinned the pods to a zone out of GPUs: taking it out of the spec must move them, where a
+    # merge patch kept it on the Deployment and wrote the new template's hash as if applied
+    container = [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]
+    old = {"spec": {"containers": container, "nodeSelector": {"pool": "zone-b"}, "priorityClassName": "batch"}}
+    new = {"metadata": {"labels": {"team": "a"}}, "spec": {"containers": container}}
+    base = {"model": {"name": "m"}, "replicas": {"min": 1, "max": 4}}
+    deployment = managed_deployment(svc({**base, "template": old}), old, 2)
+    if not annotated:  # someone took the annotations off: the hash is added with its map
+        del deployment["metadata"]["annotations"]
+    kube = FakeKube()
+    await reconcile(runtime(kube), tick(deployments={("ns", "llm"): deployment}), svc({**base, "template": new}))
+    (ops,) = [b for m, p, b in kube.calls if m == "PATCH" and p.endswith("/deployments/llm")]
+    after = _json_patched(deployment, ops)
+    pod = after["spec"]["template"]
+    assert pod["spec"] == {"containers": container} and after["spec"]["replicas"] == 2
+    assert pod["metadata"]["labels"] == {"team": "a", "inferscale.dev/inferenceservice": "llm"}
+    # applied: the next tick sends nothing
+    again = FakeKube()
+    await reconcile(
+        runtime(again), tick(at=NOW + 10, deployments={("ns", "llm"): after}), svc({**base, "template": new})
+    )
+    assert not [p for m, p, _ in again.calls if m == "PATCH" and p.endswith("/deployments/llm")]
+
+
 @pytest.mark.parametrize(("status", "replicas"), [({}, 1), ({"replicas": 6}, 6), ({"replicas": 40}, 8)])
 async def test_a_deleted_managed_deployment_comes_back_with_the_replicas_it_had(
     status: dict[str, Any], replicas: int
@@ -776,8 +845,12 @@ class VersionedKube(FakeKube):
         self.version = version
         self.gets: list[str] = []
 
-    def bump(self) -> None:
+    generation = 1  # svc()'s
+
+    def bump(self, edit: bool = False) -> None:
+        """Someone else's write; `edit`: of the spec, a new generation."""
         self.version += 1
+        self.generation += edit
 
     async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
         await super().merge_patch(path, body, answer, strict)
@@ -791,7 +864,7 @@ class VersionedKube(FakeKube):
 
     async def get(self, path: str) -> dict[str, Any]:
         self.gets.append(path)
-        return {"metadata": {"resourceVersion": str(self.version)}}
+        return {"metadata": {"resourceVersion": str(self.version), "uid": "u1", "generation": self.generation}}
 
 
 def versioned(spec: dict[str, Any], version: int) -> dict[str, Any]:
@@ -814,14 +887,25 @@ async def test_the_ticks_status_writes_carry_the_version_it_read_and_then_the_on
     assert _status_versions(kube) == ["7", "8"] and kube.gets == []
 
 
-async def test_a_status_write_refused_for_an_edit_since_the_list_is_sent_again_on_the_new_version() -> None:
+async def test_a_status_write_refused_for_a_write_since_the_list_is_sent_again_on_the_new_version() -> None:
     kube = VersionedKube(version=7)
-    kube.bump()  # the user's edit, after the tick listed version 7
+    kube.bump()  # a refresh of the figures (or a label) landing after the tick listed version 7: the spec is the same
     spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
     await reconcile(runtime(kube), tick(), versioned(spec, 7))
-    assert kube.scales() == [3], "a write refused once for an edit must not defer the scale"
+    assert kube.scales() == [3], "a write refused once for a status write must not defer the scale"
     assert _status_versions(kube) == ["7", "8", "9"]
     assert kube.gets == ["/apis/inferscale.dev/v1alpha1/namespaces/ns/inferenceservices/llm"]
+
+
+async def test_a_spec_edited_since_the_list_is_decided_again_not_scaled_on_the_old_one() -> None:
+    # an SRE sets mode Advisory (or lowers replicas.max) while the tick queries Prometheus: the write ahead is
+    # refused for the new version, and resending it would scale on the spec the user just changed
+    kube = VersionedKube(version=7)
+    kube.bump(edit=True)
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(kube), tick(), versioned(spec, 7))
+    assert kube.scales() == [] and _status_versions(kube)[:1] == ["7"]
+    assert not any(e["reason"] == "ScaleDeferred" for e in kube.events()), "an edit is no failure to warn about"
 
 
 async def test_a_status_write_refused_twice_is_not_forced_and_nothing_is_scaled() -> None:

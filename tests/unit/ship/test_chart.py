@@ -269,6 +269,8 @@ def test_prometheus_rule_alerts(render: Render) -> None:
     assert 'up{job="inferscale-metrics"}' in alerts["InferscaleOperatorDown"]["expr"]
     assert alerts["InferscaleNoLeader"]["expr"] == 'max(inferscale_leader{job="inferscale-metrics"}) < 1'
     assert alerts["InferscaleTwoLeaders"]["expr"] == 'sum(inferscale_leader{job="inferscale-metrics"}) > 1'
+    unreadable = 'max by (namespace) (inferscale_namespace_unreadable{job="inferscale-metrics"}) == 1'
+    assert alerts["InferscaleNamespaceUnreadable"]["expr"] == unreadable
     assert "{{ $labels.namespace }}" in alerts["InferscaleCapacityBlocked"]["annotations"]["summary"]
 
 
