@@ -21,6 +21,7 @@ from inferscale.api.models import (
     SINGULAR,
     VERSION,
 )
+from inferscale.api.rules import MANAGED_NAME
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.api.status import InferenceServiceStatus
 
@@ -153,6 +154,7 @@ def crd() -> dict[str, Any]:
             "status": _schema_of(InferenceServiceStatus, nullable=True),
         },
         "required": ["spec"],
+        "x-kubernetes-validations": [MANAGED_NAME.schema()],
     }
     return {
         "apiVersion": "apiextensions.k8s.io/v1",

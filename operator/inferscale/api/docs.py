@@ -10,7 +10,11 @@ from pydantic import BaseModel
 from inferscale.api.fields import DEFAULT_KEY, KIND_KEY
 from inferscale.api.models import API_VERSION, KIND, SHORT_NAMES
 from inferscale.api.rules import (
+    BATCH_LIMITS,
+    GPU,
+    MANAGED_NAME,
     ONE_TARGET,
+    PROFILE,
     REPLICA_BOUNDS,
     SCHEDULE_WITHIN_MAX,
     SELECTOR_KEYS_MESSAGE,
@@ -41,6 +45,10 @@ same messages, on specs that reached it through an older CRD:
 - {ONE_TARGET.message}
 - {SCHEDULE_WITHIN_MAX.message}
 - {TPOT_NEEDS_VLLM.message}
+- {BATCH_LIMITS.message}
+- {MANAGED_NAME.message}
+- `model.profile` {PROFILE.message}; `model.gpu` {GPU.message} (any case; a tensor-parallel size that does not
+  divide the model's KV heads, or a replica the GPU cannot hold, is refused by the operator only: `InvalidSpec`)
 - durations (at most 2562047h), fractions in (0, 1] (`tolerance` in (0, 1)), `targets.waitingPerReplica` above 0,
   change limits (`4` pods or `"50%"`), `engine` and `mode`
   enums, replica counts within int32, a `scaleTargetRef.name` that can name a Deployment

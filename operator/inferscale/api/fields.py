@@ -16,10 +16,12 @@ from inferscale.api.rules import (
     OPEN_FRACTION,
     POSITIVE,
     POSITIVE_DURATION,
+    TIME_TO_READY,
     Rule,
     check_change_limit,
     check_duration,
     check_positive_duration,
+    check_time_to_ready,
 )
 
 # Marks a schema node for docs.py (rendered as type "duration"); crd.py drops keys starting with "x-inferscale".
@@ -49,6 +51,18 @@ Duration = Annotated[
             "type": "string",
             "maxLength": DURATION_MAX_LENGTH,
             "x-kubernetes-validations": [DURATION.schema()],
+            KIND_KEY: "duration",
+        }
+    ),
+]
+TimeToReady = Annotated[
+    str,
+    AfterValidator(check_time_to_ready),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": DURATION_MAX_LENGTH,
+            "x-kubernetes-validations": [DURATION.schema(), TIME_TO_READY.schema()],
             KIND_KEY: "duration",
         }
     ),

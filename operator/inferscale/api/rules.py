@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic.config import JsonDict
 
+from inferscale.perf.catalog import gpu_names, known_gpus, known_models, model_names
 from inferscale.scaling.durations import DURATION_PATTERN, parse_duration
 from inferscale.scaling.schedule import cron_problem
 
@@ -89,6 +90,14 @@ POSITIVE_DURATION = Rule(
     f"self.matches({_cel_string(DURATION_PATTERN)}) && duration(self) > duration('0s')",
     "must be a positive duration: a number with a unit ms, s, m or h, such as 500ms, 30s, 5m or 1h30m",
 )
+# The operator measures no start above an hour (scaling.state.MAX_TIME_TO_READY): a prior above it (a typo of 180m
+# for 180s) led every forecast and schedule floor by hours until a start was measured.
+MAX_TIME_TO_READY = "1h"
+TIME_TO_READY = Rule(
+    f"self.matches({_cel_string(DURATION_PATTERN)}) && duration(self) <= duration('{MAX_TIME_TO_READY}')",
+    f"must be a duration of at most {MAX_TIME_TO_READY}, such as 180s or 5m: no model load takes an hour, and the "
+    "operator measures none above it",
+)
 FRACTION = Rule("self > 0.0 && self <= 1.0", "must be a fraction in (0, 1]")
 OPEN_FRACTION = Rule("self > 0.0 && self < 1.0", "must be a fraction in (0, 1)")
 POSITIVE = Rule("self > 0.0", "must be greater than 0")
@@ -102,6 +111,12 @@ REPLICA_BOUNDS = Rule(
 ONE_TARGET = Rule(
     "has(self.scaleTargetRef) != has(self.template)",
     "exactly one of scaleTargetRef (scale an existing Deployment) or template (the operator creates it) must be set",
+)
+# On the object, not the spec: the name is the value of the label that selects a managed Deployment's pods.
+MANAGED_NAME = Rule(
+    "!has(self.spec.template) || size(self.metadata.name) <= 63",
+    "an InferenceService with spec.template must have a name of at most 63 characters: it is the value of the "
+    "label inferscale.dev/inferenceservice on the pods of the Deployment it creates",
 )
 SCHEDULE_WITHIN_MAX = Rule(
     "!has(self.warmup) || !has(self.warmup.schedules) || "
@@ -119,6 +134,36 @@ CRON = Rule(
     "must be a cron expression with five fields within their ranges (minute 0-59, hour 0-23, day 1-31, "
     "month 1-12, weekday 0-7) such as '0 9 * * 1-5', or a macro such as @daily",
 )
+
+
+def _in(names: list[str]) -> str:
+    return "self.trim().lowerAscii() in [" + ", ".join(_cel_string(n) for n in names) + "]"
+
+
+# The catalog takes a name in any case, trimmed, and its aliases (a Hugging Face id, a short GPU name). Refused by
+# the operator alone, a typo froze the service (InvalidSpec) after `kubectl apply` said it was configured.
+PROFILE = Rule(
+    _in(model_names()),
+    f"must be a model of inferscale's catalog: {', '.join(known_models())} (or its Hugging Face name)",
+)
+GPU = Rule(_in(gpu_names()), f"must be a GPU of inferscale's catalog: {', '.join(known_gpus())} (or a100, h100, ...)")
+BATCH_LIMITS = Rule(
+    "!has(self.maxNumSeqs) || !has(self.maxNumBatchedTokens) || self.maxNumBatchedTokens >= self.maxNumSeqs",
+    "model.maxNumBatchedTokens must be at least model.maxNumSeqs (vLLM refuses a token budget under one token per "
+    "sequence)",
+)
+CATALOG_NAME_MAX_LENGTH = 253  # bounds the CEL cost of trim() and lowerAscii()
+
+
+def check_catalog_name(rule: Rule, names: list[str]) -> Any:
+    def check(value: str) -> str:
+        if value.strip().lower() not in names:
+            raise ValueError(f"{value!r} {rule.message}")
+        return value
+
+    return check
+
+
 # Checked in Python only: map keys have no maxLength, so a CEL `matches` over them is estimated at the
 # full request size and the API server would refuse the whole CRD for exceeding its cost budget.
 SELECTOR_KEYS_MESSAGE = "selector keys must be Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*)"
@@ -136,6 +181,13 @@ def check_duration(value: str) -> str:
         raise ValueError(f"{value!r} {DURATION.message}")
     if parse_duration(value) > MAX_DURATION_SECONDS:
         raise DurationTooLong(f"{value!r} {TOO_LONG}")
+    return value
+
+
+def check_time_to_ready(value: str) -> str:
+    check_duration(value)
+    if parse_duration(value) > parse_duration(MAX_TIME_TO_READY):
+        raise ValueError(f"{value!r} {TIME_TO_READY.message}")
     return value
 
 

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    WithJsonSchema,
+    model_validator,
+)
 
 from inferscale.api.fields import (
     DEFAULT_KEY,
@@ -18,18 +27,26 @@ from inferscale.api.fields import (
     PositiveDuration,
     PositiveNumber,
     Release,
+    TimeToReady,
     one_of,
 )
 from inferscale.api.rules import (
+    BATCH_LIMITS,
+    CATALOG_NAME_MAX_LENGTH,
     CRON,
     CRON_MAX_LENGTH,
+    GPU,
     ONE_TARGET,
+    PROFILE,
     REPLICA_BOUNDS,
     SCHEDULE_WITHIN_MAX,
     TPOT_NEEDS_VLLM,
+    Rule,
+    check_catalog_name,
     check_cron,
     check_selector,
 )
+from inferscale.perf.catalog import gpu_names, model_names
 
 # What a Deployment's name can be (a DNS-1123 subdomain): anything else can never be found.
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -48,22 +65,35 @@ Cron = Annotated[
 ]
 
 
+def _catalog_name(rule: Rule, names: list[str]) -> object:
+    schema = {"type": "string", "minLength": 1, "maxLength": CATALOG_NAME_MAX_LENGTH}
+    return Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=CATALOG_NAME_MAX_LENGTH),
+        AfterValidator(check_catalog_name(rule, names)),
+        WithJsonSchema({**schema, "x-kubernetes-validations": [rule.schema()]}),
+    ]
+
+
+Profile = _catalog_name(PROFILE, model_names())
+Gpu = _catalog_name(GPU, gpu_names())
+
+
 class ModelRef(BaseModel):
     """The served model: the name the engine reports and, optionally, a catalog entry for a capacity prior."""
 
-    model_config = SPEC_CONFIG
+    model_config = ConfigDict(**SPEC_CONFIG, json_schema_extra={"x-kubernetes-validations": [BATCH_LIMITS.schema()]})
 
     name: str = Field(min_length=1, description="The engine's model name: the `model_name` label of its metrics.")
-    profile: str | None = Field(
+    profile: Profile | None = Field(  # type: ignore[valid-type]
         default=None,
-        min_length=1,
         description="Model catalog entry in inferscale.perf (e.g. llama-3.1-8b). When set, a per-replica "
         "capacity at the SLO is the prior for the capacity signal until one is learned from SLO-compliant "
         "periods: at the mean request lengths the engines report (their token and request counters), "
         f"{TYPICAL_INPUT_TOKENS} input / {TYPICAL_OUTPUT_TOKENS} output tokens until they do.",
     )
-    gpu: str = Field(
-        default="h100-80gb", min_length=1, description="GPU catalog entry of one replica; used with profile."
+    gpu: Gpu = Field(  # type: ignore[valid-type]
+        default="h100-80gb", description="GPU catalog entry of one replica; used with profile."
     )
     tensor_parallel: int = Field(default=1, ge=1, description="GPUs per replica (tensor parallel size).")
     max_num_seqs: int | None = Field(
@@ -80,6 +110,13 @@ class ModelRef(BaseModel):
         "Unset: the flag in the target Deployment's container args (vLLM --max-num-batched-tokens, SGLang "
         "--chunked-prefill-size), else vLLM's default for the GPU.",
     )
+
+    @model_validator(mode="after")
+    def _batch_limits(self) -> Self:
+        seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
+        if seqs is not None and tokens is not None and tokens < seqs:
+            raise ValueError(f"{BATCH_LIMITS.message} ({tokens} < {seqs})")
+        return self
 
 
 class ScaleTargetRef(BaseModel):
@@ -256,7 +293,7 @@ class Warmup(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    time_to_ready: Duration = Field(
+    time_to_ready: TimeToReady = Field(
         default="180s", description="Prior for pod creation to Ready; replaced by the measured value."
     )
     predictive: bool = Field(default=True, description="Lead demand by time-to-ready using the forecaster.")

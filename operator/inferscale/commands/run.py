@@ -141,6 +141,8 @@ def run(
 
     for ns in namespace or []:
         _checked(checks.namespace_name, "--namespace", ns)
+    # twice watched, each service would be decided twice a tick and its pending pods counted twice
+    _checked(checks.given_once, "--namespace", namespace or [])
     _checked(checks.http_url, "--prometheus-url", prometheus_url)
     access = _checked(
         checks.prometheus_access,

@@ -100,6 +100,16 @@ def known_gpus() -> list[str]:
     return sorted(_GPUS)
 
 
+def model_names() -> list[str]:
+    """Every name `model_spec` takes (lowercase, trimmed): the catalog's and their aliases."""
+    return sorted({*_MODELS, *_MODEL_ALIASES})
+
+
+def gpu_names() -> list[str]:
+    """Every name `gpu_spec` takes (lowercase, trimmed)."""
+    return sorted({*_GPUS, *_GPU_ALIASES})
+
+
 def model_spec(name: str) -> ModelSpec:
     key = name.strip().lower()
     key = _MODEL_ALIASES.get(key, key)

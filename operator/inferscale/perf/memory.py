@@ -76,10 +76,16 @@ def memory_breakdown(
     reserve = activation_reserve(model, tp, max_num_seqs, max_num_batched_tokens)
     kv = usable - weights - reserve
     if kv <= 0:
+        fixed = activation_reserve(model, tp, 1, 1)
+        # the reserve grows with the batch limits: where they, not the weights, fill the GPU, say so
+        remedy = "raise TP or use a larger GPU"
+        if weights + fixed < usable:
+            remedy = f"lower max_num_batched_tokens or max_num_seqs, {remedy}"
         raise DoesNotFit(
             f"{model.name} {weight_dtype} weights ({weights / GiB:.1f} GiB per GPU at TP {tp}) plus "
-            f"{reserve / GiB:.1f} GiB reserve exceed the {usable / GiB:.1f} GiB usable on {gpu.name} at "
-            f"gpu_memory_utilization {gpu_memory_utilization}; raise TP or use a larger GPU"
+            f"{reserve / GiB:.1f} GiB reserve (activations at max_num_seqs {max_num_seqs} and "
+            f"max_num_batched_tokens {max_num_batched_tokens}) exceed the {usable / GiB:.1f} GiB usable on "
+            f"{gpu.name} at gpu_memory_utilization {gpu_memory_utilization}; {remedy}"
         )
     per_token = kv_bytes_per_token(model, kv_dtype)
     per_gpu_token = per_token // tp

@@ -49,7 +49,9 @@ EPSILON = 1e-9  # float noise must not add a replica: 2 x 0.4 / 0.8 is 1.0000000
 
 
 def ceil_count(x: float) -> int:
-    return max(0, math.ceil(x - EPSILON))
+    # capped: a ratio over a tiny target (kvCacheUtilization 1e-310, a valid fraction) is infinite, which
+    # math.ceil refuses with an OverflowError that stopped the service's every tick
+    return max(0, math.ceil(min(x, MAX_COUNT) - EPSILON))
 
 
 @dataclass(frozen=True)

@@ -154,8 +154,10 @@ def test_cel_rules_and_messages() -> None:
     durations = [v for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v[0] in kinds]
     assert len(durations) == 11  # slo 3, interval, scaleUp 2, scaleDown 2, timeToReady, schedule, staleAfter
     # Zero is allowed only where it means "no delay": windows and time-to-ready.
-    zero_ok = [p for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v == [rules.DURATION.schema()]]
+    zero_ok = [p for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") and v[0] == rules.DURATION.schema()]
     assert sorted(p.split(".")[-2] for p in zero_ok) == ["stabilizationWindow", "stabilizationWindow", "timeToReady"]
+    time_to_ready = props["warmup"]["properties"]["timeToReady"]["x-kubernetes-validations"]
+    assert time_to_ready == [rules.DURATION.schema(), rules.TIME_TO_READY.schema()]
     all_rules = [r for p, v in _walk(spec) if p.endswith(".x-kubernetes-validations") for r in v]
     assert all_rules and all(set(r) == {"rule", "message"} and r["message"] for r in all_rules)
 

@@ -102,7 +102,24 @@ def test_durations_beyond_int64_nanoseconds_or_below_one_are_refused_there_too(v
         {**minimal, "slo": {"ttftP95": "2562048h"}},
         {**minimal, "slo": {"itlMean": "0.0000001ms"}},
     ]
-    accepted = [{**minimal, "warmup": {"timeToReady": "2562047h"}, "slo": {"itlMean": "0.000001ms"}}]
+    accepted = [
+        {**minimal, "behavior": {"scaleDown": {"stabilizationWindow": "2562047h"}}, "slo": {"itlMean": "0.000001ms"}}
+    ]
     results = _validate(validator, [_wrap(v) for v in refused + accepted], tmp_path)
     assert all(errors for errors in results[: len(refused)]), results
     assert results[len(refused) :] == [[]]
+
+
+def test_a_managed_service_with_a_name_no_label_can_hold_is_refused(validator: Path, tmp_path: Path) -> None:
+    long = "a" * 64
+    template = {"spec": {"containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]}}
+    managed = {"model": {"name": "m"}, "template": template, "replicas": {"max": 4}}
+    target = {"model": {"name": "m"}, "scaleTargetRef": {"name": "t"}, "replicas": {"max": 4}}
+    objects = [
+        {**_wrap(managed), "metadata": {"name": long}},
+        {**_wrap(managed), "metadata": {"name": long[:63]}},
+        {**_wrap(target), "metadata": {"name": long}},  # no pods of its own to label
+    ]
+    refused, *accepted = _validate(validator, objects, tmp_path)
+    assert any(rules.MANAGED_NAME.message in e for e in refused), refused
+    assert accepted == [[], []]

@@ -32,6 +32,7 @@ def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         (["--interval", "3000000h"], "--interval must be shorter than about 2562047h"),
         (["--metrics-port", "70000"], "is not a TCP port"),
         (["-n", "LLM"], "--namespace 'LLM' is not a namespace name"),
+        (["-n", "llm"], "--namespace llm is given more than once"),
         (["-A"], "--all-namespaces and --namespace exclude each other"),
         (["--prometheus-url", "prometheus:9090"], "--prometheus-url 'prometheus:9090' is not an http(s) URL"),
         (["--prometheus-url", "http://"], "is not an http(s) URL with a host"),

@@ -114,6 +114,13 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
             "longer than qwen3-32b's context window (40,960 tokens)",
         ),
         ([*BASE, "--max-num-seqs", "0"], "--max-num-seqs must be a whole number >= 1, got 0"),
+        # the batch limits' activations, not the weights, fill the GPU: the message names them
+        (
+            ["plan", "--model", "llama-3.1-8b", "--gpu", "l40s-48gb", "--max-num-batched-tokens", "262144"],
+            "reserve (activations at max_num_seqs 256 and max_num_batched_tokens 262144) exceed the 40.5 GiB usable "
+            "on l40s-48gb at gpu_memory_utilization 0.9; lower max_num_batched_tokens or max_num_seqs, raise TP",
+        ),
+        (["plan", "--model", "llama-3.1-70b", "--gpu", "l40s-48gb"], "gpu_memory_utilization 0.9; raise TP or use a"),
         ([*BASE, *LOAD[2:], "--rps", "1e308"], "--rps must be at most 1e+07 requests/s, got 1e+308"),
         ([*BASE, *LOAD[2:], "--rps", "10000001"], "--rps must be at most 1e+07 requests/s, got 1e+07"),
         ([*BASE, *LOAD, "--gpu-price", "1e308"], "--gpu-price must be at most 1e+06 per GPU-hour, got 1e+308"),

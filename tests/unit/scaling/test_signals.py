@@ -331,3 +331,12 @@ def test_a_surge_on_an_idle_fleet_is_sized_by_arrivals_not_completions() -> None
     fresh = decide(obs, pol, ScalerState(), 10.0)
     assert next(r for r in fresh.recommendations if r.signal is Reason.CAPACITY).replicas < cap.replicas
     assert d.state.last_tick == LastTick(10.0, 1, -600.0, 20_000.0, 10.0)
+
+
+def test_a_ratio_over_a_vanishing_target_asks_for_the_most_replicas_not_an_overflow() -> None:
+    # kvCacheUtilization 1e-310 is a fraction in (0, 1]: the ratio is infinite, and math.ceil of it raised
+    # OverflowError on every tick of the service
+    ratio = hpa_ratio(Usage(total=0.5, reporting=2, ready=2), 1e-310, 0.1, current=2)
+    assert ratio.replicas == signals.MAX_COUNT
+    d = decide(observe(2, kv=0.5), policy(target_kv_cache=1e-310, max_replicas=8), ScalerState(), 0.0)
+    assert d.replicas > 2 and d.reason is Reason.RATE_LIMITED  # as far up as the scale-up limit lets it

@@ -196,6 +196,17 @@ def test_target_only_install_drops_the_deployment_writes(render: Render) -> None
 def test_namespaced_install_has_a_role_per_namespace_and_nothing_cluster_wide(render: Render) -> None:
     docs = render(watch__allNamespaces=False, watch__namespaces=["llm", "batch"])
     assert by_kind(docs, "ClusterRole") == [] and by_kind(docs, "ClusterRoleBinding") == []
+    # the admission policy is cluster-scoped: named after the release's namespace, and left out on request
+    policy = _writes_policy(docs)
+    assert policy is not None and policy["metadata"]["name"] == "inferscale-inferscale-writes"
+    quiet = render(watch__allNamespaces=False, watch__namespaces=["llm"], rbac__admissionPolicy=False)
+    cluster_scoped = {
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    }
+    assert [d["kind"] for d in quiet if d["kind"] in cluster_scoped] == []
     assert sorted(r["metadata"]["namespace"] for r in by_kind(docs, "Role")) == ["batch", "inferscale", "llm"]
     assert sorted(b["metadata"]["namespace"] for b in by_kind(docs, "RoleBinding")) == ["batch", "inferscale", "llm"]
     args = _operator(docs)["container"]["args"]
@@ -226,6 +237,7 @@ def test_every_rbac_rule_says_why() -> None:
         (["--set-json", 'prometheus.headers={"X Org":"a"}'], "invalid propertyName 'X Org'"),
         (["--set", "interval=0s"], "/interval"),
         (["--set", "interval=0m0s"], "/interval"),
+        (["--set", "interval=500ms"], "/interval"),  # `inferscale run` refuses a tick under 1s: a crash loop
         (["--set", r"podLabels.app\.kubernetes\.io/instance=x"], "invalid propertyName 'app.kubernetes.io/instance'"),
         (
             ["--set", "prometheus.bearerToken.secretName=t,prometheus.basicAuth.secretName=b"],
