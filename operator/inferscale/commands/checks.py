@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from inferscale.api.rules import MAX_DURATION_SECONDS, NANOSECOND
+from inferscale.api.rules import MAX_DURATION_SECONDS, MAX_TIME_TO_READY, NANOSECOND
 from inferscale.perf import PerfError, gpu_spec
 from inferscale.perf.catalog import vllm_batch_defaults
 from inferscale.scaling.durations import parse_duration
@@ -73,6 +73,13 @@ def within_spec(flag: str, text: str, seconds: float) -> None:
             f"{flag} must be shorter than about {MAX_DURATION_SECONDS // 3600:.0f}h (Kubernetes durations are int64 "
             f"nanoseconds), got {text!r}"
         )
+
+
+def time_to_ready(flag: str, text: str, seconds: float) -> None:
+    """What inferscale's spec takes as warmup.timeToReady (its top, in a range)."""
+    within_spec(flag, text, seconds)
+    if seconds > parse_duration(MAX_TIME_TO_READY):
+        raise InputError(f"{flag} must be at most {MAX_TIME_TO_READY} (no model load takes an hour), got {text!r}")
 
 
 def not_blank(flag: str, text: str) -> None:

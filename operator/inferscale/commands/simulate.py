@@ -214,7 +214,7 @@ def build_scenario(
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
         raise SimulateInputError(f"--time-to-ready: {e}") from None
-    checks.within_spec("--time-to-ready", time_to_ready, ttr.high)  # inferscale's warmup.timeToReady
+    checks.time_to_ready("--time-to-ready", time_to_ready, ttr.high)  # inferscale's warmup.timeToReady
     return replace(
         window,
         model=model,

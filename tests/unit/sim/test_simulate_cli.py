@@ -65,6 +65,11 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--slo-itl", "3000000h"], "--slo-itl must be shorter than about 2562047h"),
         (["--slo-tpot-p95", "3000000h"], "--slo-tpot-p95 must be shorter than about 2562047h"),
         (["--time-to-ready", "100s-3000000h"], "--time-to-ready must be shorter than about 2562047h"),
+        # inferscale's spec refuses a warmup.timeToReady over 1h: a traceback from pydantic until 2026-12-03
+        (
+            ["--time-to-ready", "30m-2h"],
+            "--time-to-ready must be at most 1h (no model load takes an hour), got '30m-2h'",
+        ),
         (["--interval", "3000000h"], "--interval must be shorter than about 2562047h"),
         (["--slo-ttft", "0.0000001ms"], "--slo-ttft must be at least a nanosecond, got '0.0000001ms'"),
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
