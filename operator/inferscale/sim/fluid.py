@@ -16,8 +16,9 @@ replaces the engines by the perf model's steady state, in steps of one scrape in
   the arrivals of one step that wait for the next step boundary, as a real engine always shows: a
   random arrival lands in a long mixed step more often than in a short one, and one step's worth
   matched the request-level engine's waiting gauge on the ServeGen slices better than half,
-  KV = batch × (I + O/2) / capacity, rates over 1 m, the arrival rate is the curve's); removed replicas
-  stop billing at once (no drain);
+  KV = batch × (I + O/2) / capacity, rates over 1 m, TTFT P95 and mean ITL over the latency histograms'
+  2 m (until 2026-12-03 the step's own values, fresher than any operator sees), the arrival rate is the
+  curve's); removed replicas stop billing at once (no drain);
 - GPU utilization is defined as in the request-level mode, the share of time an engine is stepping
   averaged over 1 m: here the chain's probability that the replica holds a request, 1 − π(0), not the
   batch (which reads 1 from one sequence on and would pin an HPA on it at its max).
@@ -48,6 +49,7 @@ from inferscale.sim.run import RunConfig, RunResult, Timeline
 from inferscale.sim.scores import Scores
 from inferscale.sim.traces import RatePoint
 
+LATENCY_WINDOW = 120.0  # seconds: the latency histograms' rate window (sim.observe, adapters.prometheus)
 _GRID = 1.05  # token lengths are rounded up onto a 5 % geometric grid (as the policies' context does)
 _POINTS = 64  # rate samples per table, denser near saturation
 
@@ -156,6 +158,7 @@ def run_fluid(
     gpu_seconds = 0.0
     scale_actions = 0
     minute = _LastMinute(dt)
+    latency = _Latency(dt)
     history: list[RateSample] = []
     timeline = Timeline()
     log = DecisionLog(policy)
@@ -195,6 +198,8 @@ def run_fluid(
             p95_weighted.append((ttft, arrivals))
             if ready:
                 itl_sum += itl * arrivals
+        if ready:
+            latency.add(ttft, itl, arrivals)
         arrived_sample += arrivals
         gpu_seconds += (ready + len(pending)) * step * profile.gpus
         kv = min(1.0, batch * table.tokens_per_seq / kv_capacity) if ready else math.nan
@@ -210,7 +215,7 @@ def run_fluid(
                 ready,
                 len(pending),
                 backlog + point.rate * itl,
-                (batch, itl, ttft),
+                (batch, latency.itl_mean(), latency.ttft_p95()),
                 minute,
                 lengths,
             )
@@ -252,6 +257,46 @@ def run_fluid(
     return RunResult(policy.name, scores, timeline, time.perf_counter() - started, decisions=log.records)
 
 
+class _Latency:
+    """The steps of the latency histograms' window (2 m, as `sim.observe` and the operator's queries read them):
+    the TTFT P95 and mean ITL a policy sees lag a load change as they do there, not at the step's own value."""
+
+    def __init__(self, dt: float, window: float = LATENCY_WINDOW) -> None:
+        self.steps: deque[tuple[float, float, float]] = deque(maxlen=max(1, round(window / dt)))  # ttft, itl, n
+
+    def add(self, ttft: float, itl: float, arrivals: float) -> None:
+        self.steps.append((ttft, itl, arrivals))
+
+    def _served(self) -> list[tuple[float, float, float]]:
+        return [s for s in self.steps if s[2] > 0 and math.isfinite(s[0]) and math.isfinite(s[1])]
+
+    def itl_mean(self) -> float | None:
+        steps = self._served()
+        total = sum(n for _, _, n in steps)
+        return sum(itl * n for _, itl, n in steps) / total if total > 0 else None
+
+    def ttft_p95(self) -> float | None:
+        """The P95 of the window's mixture of steps, each with the exponential tail `_ttft_miss` assumes."""
+        weights: dict[float, float] = {}  # steps of one steady load share their P95: solved once per value
+        for p95, _, n in self._served():
+            weights[p95] = weights.get(p95, 0.0) + n
+        total = sum(weights.values())
+        if total <= 0:
+            return None
+        if len(weights) == 1:
+            return next(iter(weights))
+        terms = [(n / total, math.log(0.05) / p95 if p95 > 0 else -math.inf) for p95, n in weights.items()]
+
+        def above(x: float) -> float:
+            return sum(w * math.exp(c * x) for w, c in terms)
+
+        low, high = 0.0, max(weights)
+        for _ in range(30):  # the share above x falls with x: bisect to where it is 5 %
+            mid = (low + high) / 2
+            low, high = (mid, high) if above(mid) > 0.05 else (low, mid)
+        return high
+
+
 class _LastMinute:
     """The steps of the last minute, which the 1-minute queries (rates, max_over_time, GPU utilization) span."""
 
@@ -282,11 +327,12 @@ def _observation(
     ready: int,
     pending: int,
     waiting: float,
-    state: tuple[float, float, float],
+    state: tuple[float, float | None, float | None],
     minute: _LastMinute,
     lengths: tuple[float, float],
 ) -> Observation:
-    """What the operator's queries would return; rates, peaks and utilization span the last minute of steps."""
+    """What the operator's queries would return; rates, peaks and utilization span the last minute of steps, the
+    latencies (`state`: batch, mean ITL, TTFT P95) the last two minutes."""
     # The frontend counts arrivals whether or not a replica is Ready to report anything else.
     base = Observation(
         at=now,
@@ -308,7 +354,7 @@ def _observation(
         kv_cache_utilization_max=max(known_kv) if known_kv else None,
         waiting=waiting,
         running=batch * ready,
-        ttft_p95=ttft if math.isfinite(ttft) else None,
+        ttft_p95=ttft,
         itl_mean=itl,
         request_rate=rate,
         prompt_token_rate=rate * lengths[0],

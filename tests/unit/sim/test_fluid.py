@@ -9,7 +9,7 @@ from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
-from inferscale.sim.fluid import run_fluid
+from inferscale.sim.fluid import _Latency, run_fluid
 from inferscale.sim.run import RunConfig, Workload, run_policy
 from inferscale.sim.traces import RatePoint
 
@@ -91,3 +91,20 @@ def test_gpu_utilization_is_the_busy_fraction_the_request_level_engine_reports(r
     batch = [o.running for o in fluid.seen if o.at >= 120 and o.running is not None]
     assert mean_util(fluid) == pytest.approx(mean_util(level), abs=0.05)
     assert min(1.0, sum(batch) / len(batch)) - mean_util(level) > 0.15
+
+
+def test_the_latencies_a_policy_sees_span_the_histograms_two_minutes() -> None:
+    # 115 s at a P95 of 100 ms, then one 5-s step at 10 s: the operator's 2-minute histogram shows a P95 well under
+    # the new step's (the step holds 1/24 of the window's requests), where the step's own value reached a
+    # policy at once
+    latency = _Latency(5.0)
+    for _ in range(23):
+        latency.add(0.1, 0.02, 10.0)
+    latency.add(10.0, 0.04, 10.0)
+    p95 = latency.ttft_p95()
+    assert p95 is not None and 0.1 < p95 < 2.0
+    assert latency.itl_mean() == pytest.approx((23 * 0.02 + 0.04) / 24)
+    for _ in range(24):  # two minutes later the window holds only the new load
+        latency.add(10.0, 0.04, 10.0)
+    assert latency.ttft_p95() == pytest.approx(10.0, rel=1e-6)
+    assert _Latency(5.0).ttft_p95() is None and _Latency(5.0).itl_mean() is None  # nothing served: unknown
