@@ -8,7 +8,14 @@ from dataclasses import dataclass, replace
 
 from inferscale.adapters.prometheus import SGLANG_GAUGES, VLLM, FleetSnapshot, PodSeries
 from inferscale.scaling.histogram import histogram_quantile
-from inferscale.scaling.types import RATE_FAMILIES, MetricsState, Observation
+from inferscale.scaling.types import (
+    GENERATION_TOKENS,
+    PROMPT_TOKENS,
+    RATE_FAMILIES,
+    REQUESTS,
+    MetricsState,
+    Observation,
+)
 
 WAITING = "vllm:num_requests_waiting"
 RUNNING = "vllm:num_requests_running"
@@ -172,9 +179,9 @@ def observe(
         ttft_p95=histogram_quantile(0.95, _added(s.ttft_buckets for s in fresh)),
         itl_mean=itl_sum / itl_count if itl_sum is not None and itl_count else None,
         tpot_p95=histogram_quantile(0.95, _added(s.tpot_buckets for s in fresh)),
-        request_rate=_sum(fresh, "requests"),
-        prompt_token_rate=_sum(fresh, "prompt_tokens"),
-        generation_token_rate=_sum(fresh, "generation_tokens"),
+        request_rate=_sum(fresh, REQUESTS),
+        prompt_token_rate=_sum(fresh, PROMPT_TOKENS),
+        generation_token_rate=_sum(fresh, GENERATION_TOKENS),
         newest_sample_at=newest,
         failed_queries=snapshot.failed | snapshot.partial,
         partial_rates=partial,

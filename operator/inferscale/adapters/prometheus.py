@@ -416,7 +416,6 @@ class PrometheusReader:
     ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
         """Request rate per (namespace, model_name, Deployment) between start and end, oldest first (both
         dialects added)."""
-
         self.queries_sent += 1
         query = build_rate_history_query(selector)
         params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{int(step)}s"}

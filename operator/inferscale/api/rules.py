@@ -8,6 +8,7 @@ rejected by the operator with the words the API server would have used.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -155,7 +156,7 @@ BATCH_LIMITS = Rule(
 CATALOG_NAME_MAX_LENGTH = 253  # bounds the CEL cost of trim() and lowerAscii()
 
 
-def check_catalog_name(rule: Rule, names: list[str]) -> Any:
+def check_catalog_name(rule: Rule, names: list[str]) -> Callable[[str], str]:
     def check(value: str) -> str:
         if value.strip().lower() not in names:
             raise ValueError(f"{value!r} {rule.message}")

@@ -93,11 +93,10 @@ def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bo
     _CONDITION_TYPES[(namespace, name)] = types
 
 
-def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool]) -> int:
+def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool]) -> None:
     """Drops the series of the services not listed this tick (deleted, or their namespace), but for those in a
-    namespace that could not be read; returns how many series went. Kept, a deleted service's conditions
-    would hold their alerts firing until the operator restarts."""
-    dropped = 0
+    namespace that could not be read. Kept, a deleted service's conditions would hold their alerts firing
+    until the operator restarts."""
     for metric, names in _PER_SERVICE:
         stale = {
             values
@@ -108,8 +107,6 @@ def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool])
         for values in stale:
             metric.remove(*values)
             _CONDITION_TYPES.pop((values[0], values[1]), None)
-        dropped += len(stale)
-    return dropped
 
 
 class RequestCounts(Collector):

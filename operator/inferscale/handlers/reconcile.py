@@ -230,7 +230,13 @@ def _template_update(
     ops: list[dict[str, Any]] = [{"op": "replace", "path": "/spec/template", "value": desired["spec"]["template"]}]
     if (deployment.get("metadata") or {}).get("annotations"):
         key = TEMPLATE_HASH.replace("~", "~0").replace("/", "~1")
-        ops.append({"op": "add", "path": f"/metadata/annotations/{key}", "value": _template_hash(template)})
+        ops.append(
+            {
+                "op": "add",
+                "path": f"/metadata/annotations/{key}",
+                "value": desired["metadata"]["annotations"][TEMPLATE_HASH],
+            }
+        )
     else:
         ops.append({"op": "add", "path": "/metadata/annotations", "value": desired["metadata"]["annotations"]})
     return ops
