@@ -19,6 +19,7 @@ from inferscale.api.rules import (
     SCHEDULE_WITHIN_MAX,
     SELECTOR_KEYS_MESSAGE,
     SELECTOR_RESERVED_MESSAGE,
+    TENSOR_PARALLEL,
     TPOT_NEEDS_VLLM,
 )
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec
@@ -47,8 +48,9 @@ same messages, on specs that reached it through an older CRD:
 - {TPOT_NEEDS_VLLM.message}
 - {BATCH_LIMITS.message}
 - {MANAGED_NAME.message}
-- `model.profile` {PROFILE.message}; `model.gpu` {GPU.message} (any case; a tensor-parallel size that does not
-  divide the model's KV heads, or a replica the GPU cannot hold, is refused by the operator only: `InvalidSpec`)
+- `model.profile` {PROFILE.message}; `model.gpu` {GPU.message} (any case)
+- {TENSOR_PARALLEL.message} (a replica the GPU cannot hold at that size is refused by the operator only:
+  `InvalidSpec`)
 - durations (at most 2562047h), fractions in (0, 1] (`tolerance` in (0, 1)), `targets.waitingPerReplica` above 0,
   change limits (`4` pods or `"50%"`), `engine` and `mode`
   enums, replica counts within int32, a `scaleTargetRef.name` that can name a Deployment

@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic.config import JsonDict
 
-from inferscale.perf.catalog import gpu_names, known_gpus, known_models, model_names
+from inferscale.perf.catalog import gpu_names, known_gpus, known_models, model_names, model_spec
+from inferscale.perf.memory import valid_tp
 from inferscale.scaling.durations import DURATION_PATTERN, parse_duration
 from inferscale.scaling.schedule import cron_problem
 
@@ -137,8 +138,8 @@ CRON = Rule(
 )
 
 
-def _in(names: list[str]) -> str:
-    return "self.trim().lowerAscii() in [" + ", ".join(_cel_string(n) for n in names) + "]"
+def _in(names: list[str], subject: str = "self") -> str:
+    return f"{subject}.trim().lowerAscii() in [" + ", ".join(_cel_string(n) for n in names) + "]"
 
 
 # The catalog takes a name in any case, trimmed, and its aliases (a Hugging Face id, a short GPU name). Refused by
@@ -153,6 +154,33 @@ BATCH_LIMITS = Rule(
     "model.maxNumBatchedTokens must be at least model.maxNumSeqs (vLLM refuses a token budget under one token per "
     "sequence)",
 )
+
+
+def _or_list(sizes: tuple[int, ...]) -> str:
+    head, last = sizes[:-1], sizes[-1]
+    return f"{', '.join(map(str, head))} or {last}" if head else str(last)
+
+
+def _tensor_parallel() -> Rule:
+    """The sizes `perf.memory.valid_tp` allows for each catalog model, by every name the catalog takes for it.
+    An unknown profile is left to PROFILE, so that it gets one message, not two."""
+    by_sizes: dict[tuple[int, ...], list[str]] = {}
+    for name in model_names():
+        by_sizes.setdefault(tuple(valid_tp(model_spec(name))), []).append(name)
+    allowed = " || ".join(
+        f"({_in(names, 'self.profile')} && self.tensorParallel in [{', '.join(map(str, sizes))}])"
+        for sizes, names in by_sizes.items()
+    )
+    cel = f"!has(self.profile) || !has(self.tensorParallel) || !({_in(model_names(), 'self.profile')}) || {allowed}"
+    models_by_sizes: dict[tuple[int, ...], list[str]] = {}
+    for model in known_models():
+        models_by_sizes.setdefault(tuple(valid_tp(model_spec(model))), []).append(model)
+    listed = "; ".join(f"{_or_list(sizes)} for {', '.join(models)}" for sizes, models in models_by_sizes.items())
+    return Rule(cel, f"model.tensorParallel must split the profile's KV and attention heads evenly: {listed}")
+
+
+# vLLM refuses a size that splits a head across GPUs, and so does the perf model the capacity prior comes from.
+TENSOR_PARALLEL = _tensor_parallel()
 CATALOG_NAME_MAX_LENGTH = 253  # bounds the CEL cost of trim() and lowerAscii()
 
 

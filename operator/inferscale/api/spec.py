@@ -40,13 +40,15 @@ from inferscale.api.rules import (
     PROFILE,
     REPLICA_BOUNDS,
     SCHEDULE_WITHIN_MAX,
+    TENSOR_PARALLEL,
     TPOT_NEEDS_VLLM,
     Rule,
     check_catalog_name,
     check_cron,
     check_selector,
 )
-from inferscale.perf.catalog import gpu_names, model_names
+from inferscale.perf.catalog import gpu_names, model_names, model_spec
+from inferscale.perf.memory import valid_tp
 
 # What a Deployment's name can be (a DNS-1123 subdomain): anything else can never be found.
 DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
@@ -82,7 +84,10 @@ Gpu = _catalog_name(GPU, gpu_names())
 class ModelRef(BaseModel):
     """The served model: the name the engine reports and, optionally, a catalog entry for a capacity prior."""
 
-    model_config = ConfigDict(**SPEC_CONFIG, json_schema_extra={"x-kubernetes-validations": [BATCH_LIMITS.schema()]})
+    model_config = ConfigDict(
+        **SPEC_CONFIG,
+        json_schema_extra={"x-kubernetes-validations": [BATCH_LIMITS.schema(), TENSOR_PARALLEL.schema()]},
+    )
 
     name: str = Field(min_length=1, description="The engine's model name: the `model_name` label of its metrics.")
     profile: Profile | None = Field(  # type: ignore[valid-type]
@@ -116,6 +121,12 @@ class ModelRef(BaseModel):
         seqs, tokens = self.max_num_seqs, self.max_num_batched_tokens
         if seqs is not None and tokens is not None and tokens < seqs:
             raise ValueError(f"{BATCH_LIMITS.message} ({tokens} < {seqs})")
+        return self
+
+    @model_validator(mode="after")
+    def _tensor_parallel(self) -> Self:
+        if self.profile is not None and self.tensor_parallel not in valid_tp(model_spec(self.profile)):
+            raise ValueError(f"{TENSOR_PARALLEL.message} (got {self.tensor_parallel} for {self.profile.strip()})")
         return self
 
 

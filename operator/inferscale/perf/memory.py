@@ -41,14 +41,18 @@ def kv_bytes_per_token(model: ModelSpec, kv_dtype: str = "bf16") -> int:
     return 2 * model.layers * model.kv_heads * model.head_dim * dtype_bytes(kv_dtype)
 
 
+def valid_tp(model: ModelSpec) -> list[int]:
+    """Tensor-parallel sizes the model splits over evenly: each GPU holds whole KV and attention heads."""
+    return [d for d in range(1, model.kv_heads + 1) if model.kv_heads % d == 0 and model.attention_heads % d == 0]
+
+
 def check_tp(model: ModelSpec, tp: int) -> None:
     if tp < 1:
         raise InvalidParallelism(f"tensor parallelism must be at least 1, got {tp}")
-    if model.kv_heads % tp or model.attention_heads % tp:
-        valid = [d for d in range(1, model.kv_heads + 1) if model.kv_heads % d == 0]
+    if tp not in valid_tp(model):
         raise InvalidParallelism(
             f"tensor parallelism {tp} does not divide {model.name}'s {model.kv_heads} KV heads and "
-            f"{model.attention_heads} attention heads; valid: {', '.join(map(str, valid))}"
+            f"{model.attention_heads} attention heads; valid: {', '.join(map(str, valid_tp(model)))}"
         )
 
 

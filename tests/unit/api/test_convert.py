@@ -79,10 +79,11 @@ def test_unreachable_slo_leaves_the_prior_unknown_not_zero() -> None:
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        # the spec refuses both (rules.PROFILE, rules.GPU); the prior still names them if one gets past it
+        # the spec refuses these (rules.PROFILE, GPU, TENSOR_PARALLEL); the prior still names them if one gets past it
         (ModelRef.model_construct(name="m", profile="gpt-5"), "unknown model 'gpt-5'"),
         (ModelRef.model_construct(name="m", profile="llama-3.1-8b", gpu="tpu-v5"), "unknown GPU 'tpu-v5'"),
         (ModelRef(name="m", profile="llama-3.1-70b", gpu="l40s-48gb", tensor_parallel=1), "spec.model"),
+        (ModelRef.model_construct(name="m", profile="llama-3.1-8b", tensor_parallel=3), "does not divide"),
     ],
 )
 def test_bad_profile_is_an_invalid_spec(model: ModelRef, message: str) -> None:

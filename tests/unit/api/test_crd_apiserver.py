@@ -89,6 +89,9 @@ def test_valid_variants_pass(validator: Path, tmp_path: Path) -> None:
         {**minimal, "slo": {"ttftP95": "1.5s", "itlMean": "1h30m"}, "replicas": {"min": 4, "max": 4}},
         {**minimal, "slo": {"tpotP95": "60ms"}},
         {**minimal, "engine": "sglang", "slo": {"itlMean": "40ms"}},
+        {**minimal, "model": {"name": "m", "profile": "Meta-Llama/Llama-3.3-70B-Instruct", "tensorParallel": 8}},
+        {**minimal, "model": {"name": "m", "profile": "qwen3-8b"}},
+        {**minimal, "model": {"name": "m", "tensorParallel": 3}},  # no profile: nothing to split by
     ]
     assert _validate(validator, [_wrap(v) for v in variants], tmp_path) == [[]] * len(variants)
 

@@ -110,6 +110,8 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("model.profile", "llama-3-8b", rules.PROFILE.message, {}),
     ("model.gpu", "a10g", rules.GPU.message, {}),
     ("model.maxNumSeqs", 512, rules.BATCH_LIMITS.message, {"model": {"name": "m", "maxNumBatchedTokens": 256}}),
+    ("model.tensorParallel", 3, rules.TENSOR_PARALLEL.message, {"model": {"name": "m", "profile": "llama-3.1-8b"}}),
+    ("model.tensorParallel", 16, rules.TENSOR_PARALLEL.message, {"model": {"name": "m", "profile": " Qwen/Qwen3-32B"}}),
     ("mode", "Dry", 'supported values: "Active", "Advisory"', {}),
     ("behavior.scaleDown.release", "Gradual", 'supported values: "Linear", "Hold"', {}),
     ("behavior.scaleDown.release", "linear", 'supported values: "Linear", "Hold"', {}),
