@@ -23,7 +23,7 @@ from inferscale.adapters.deletion_cost import ANNOTATION as DELETION_COST
 from inferscale.adapters.deletion_cost import OWNER as COST_OWNER
 from inferscale.adapters.informer import Informer
 from inferscale.adapters.kube import KubeApi, KubeError
-from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PrometheusReader
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PartialAnswer, PrometheusReader
 from inferscale.adapters.workload import parse_time, restarts
 from inferscale.api.convert import policy_from_spec
 from inferscale.api.models import InvalidSpec, parse_spec
@@ -267,10 +267,10 @@ class Collector:
             if isinstance(answer, BaseException) and not isinstance(answer, KubeError):
                 raise answer  # a bug, not the API server's word: not to be taken for an unreadable namespace
         failed = {ns: a for ns, a in zip(scopes, answers, strict=True) if isinstance(a, KubeError)}
+        for watched in self.namespaces or ():  # before the raise: a single watched namespace is the usual install
+            metrics.NAMESPACE_UNREADABLE.labels(watched).set(1 if watched in failed else 0)
         if len(failed) == len(scopes):
             raise next(iter(failed.values()))
-        for watched in self.namespaces or ():
-            metrics.NAMESPACE_UNREADABLE.labels(watched).set(1 if watched in failed else 0)
         for scope, error in failed.items():
             tick.unreadable[str(scope)] = str(error)
             metrics.KUBE_ERRORS.labels("list").inc()
@@ -299,6 +299,8 @@ class Collector:
         tick.fleet[sel] = snap
         if snap.failed:
             metrics.PROMETHEUS_ERRORS.inc(len(snap.failed))
+        if snap.partial:
+            metrics.PROMETHEUS_PARTIAL.inc(len(snap.partial))
 
     async def _prometheus(self, tick: Tick) -> None:
         """The PromQL set for every selector group the listed services use; the default group (no
@@ -320,7 +322,7 @@ class Collector:
         try:
             series = await self.prom.rate_history(start, end, HISTORY_STEP, dict(sel))
         except Exception as e:  # the forecast degrades to the recent peak; never fatal
-            metrics.PROMETHEUS_ERRORS.inc()
+            (metrics.PROMETHEUS_PARTIAL if isinstance(e, PartialAnswer) else metrics.PROMETHEUS_ERRORS).inc()
             self.log.warning("rate history query failed: %s", self.prom.describe(e))
             return
         # each model's total is summed once per query (its series share the query's timestamps), so that a

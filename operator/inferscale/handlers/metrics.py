@@ -50,6 +50,12 @@ STATUS_WRITES = Counter(
     registry=REGISTRY,
 )
 PROMETHEUS_ERRORS = Counter("inferscale_prometheus_query_errors", "PromQL queries that failed.", registry=REGISTRY)
+PROMETHEUS_PARTIAL = Counter(
+    "inferscale_prometheus_partial_answers",
+    "PromQL answers that came with warnings (a Thanos store that did not answer): read, but no scale-down and no "
+    "capacity learning on them, and the rate history waits for a whole answer.",
+    registry=REGISTRY,
+)
 KUBE_ERRORS = Counter(
     "inferscale_kubernetes_errors", "Kubernetes API calls that failed.", ("operation",), registry=REGISTRY
 )

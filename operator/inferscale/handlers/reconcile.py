@@ -97,14 +97,18 @@ def _identity(meta: Any) -> tuple[Any, Any]:
     return (meta.get("uid"), meta.get("generation")) if isinstance(meta, Mapping) else (None, None)
 
 
-async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any]) -> bool | None:
+async def _write_own_status(
+    rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any], keep: Sequence[str] = ()
+) -> bool | None:
     """The tick's status write, on the resourceVersion the tick read (or its own last write left): a write
     that reaches the server late, sent into a network partition and carried out after another leader wrote,
     is refused instead of putting older state over newer. Refused while this process may still write (the
     fence let it through: a refresh landing since the list, a label), it is sent once more on the version
     read then, if the spec is the one decided on. An edit of the spec since the list (a new generation: mode
     Advisory, a lower max) or a new object under the name gives None: nothing is written, and the next tick
-    decides on what the user now says. Each write's answer moves the version on for the tick's next write."""
+    decides on what the user now says; but the fields named in `keep` (the record of a scale made or taken
+    back), which no edit of the spec undoes, are still sent on their own. Each write's answer moves the version
+    on for the tick's next write."""
     meta = body.get("metadata")
     version = meta.get("resourceVersion") if isinstance(meta, Mapping) else None
 
@@ -121,7 +125,9 @@ async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, sta
             fresh = (await rt.kube.get(path.removesuffix("/status"))).get("metadata") or {}
             if _identity(fresh) != _identity(meta):
                 rt.logger.info("%s: the spec changed since the tick read it; deciding again next tick", path)
-                return None
+                if not keep or _identity(fresh)[0] != _identity(meta)[0]:
+                    return None
+                status = {k: status[k] for k in keep if k in status}
             answer = await send(fresh.get("resourceVersion"))
     except KubeError as e:
         return _status_failed(path, e, rt.logger)
@@ -132,15 +138,21 @@ async def _write_own_status(rt: Runtime, body: Mapping[str, Any], path: str, sta
 
 
 async def _patch_status(
-    rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float, force: bool = False
+    rt: Runtime,
+    body: Mapping[str, Any],
+    status: Mapping[str, Any],
+    now: float,
+    force: bool = False,
+    keep: Sequence[str] = (),
 ) -> None:
-    """Write `status` in the tick when it says something new (or `force`), else leave it or queue a refresh."""
+    """Write `status` in the tick when it says something new (or `force`), else leave it or queue a refresh.
+    `keep`: the fields written even over an edited spec (`_write_own_status`)."""
     meta = body.get("metadata") or {}
     old = body.get("status") or {}
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     if force or has_news(old, status):
         metrics.STATUS_WRITES.labels("written").inc()
-        await _write_own_status(rt, body, path, status)
+        await _write_own_status(rt, body, path, status, keep)
     elif not refresh_due(old, status, now):
         metrics.STATUS_WRITES.labels("unchanged").inc()
     elif rt.refresher is not None:
@@ -492,12 +504,15 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                 metrics.KUBE_ERRORS.labels("scale_conflict").inc()
                 rt.logger.info("%s/%s: Deployment %s changed since the cache read it; deciding again", ns, name, target)
             elif e.status == 0 or e.status >= 500:
-                # no answer, or the server's own failure (a 504, etcd timing out): the write may have landed. It
-                # stays counted as made, the safe side, as when the operator dies between record and scale;
-                # taken back, the next tick would count its rate limit from the new count and step again at once
+                # no answer, or the server's own failure (a 504, etcd timing out): the write may have landed. A
+                # scale-down stays counted as made, the safe side, as when the operator dies between record and
+                # scale: taken back, the next tick would count its rate limit from the new count and step down
+                # again at once. A scale-up is taken back: one that did not land (a failing webhook's 500, a
+                # refused connection) is retried next tick, not a period later with the SLO missed meanwhile
                 metrics.KUBE_ERRORS.labels("scale").inc()
-                unconfirmed = True
-                msg = f"scaling {target} to {decision.replicas} got no clear answer ({e}); counted as made"
+                unconfirmed = decision.replicas < decision.current
+                then = "counted as made" if unconfirmed else "retried next tick"
+                msg = f"scaling {target} to {decision.replicas} got no clear answer ({e}); {then}"
                 await post_event(rt, body, "Warning", "ScaleUnconfirmed", msg, now)
             else:
                 metrics.KUBE_ERRORS.labels("scale").inc()
@@ -619,7 +634,9 @@ async def _write(
         message = f"{decision.current} → {decision.replicas}: {decision.message}" + (f"; {steer}" if steer else "")
         await post_event(rt, body, "Normal", verb, message, now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
-    await _patch_status(rt, body, new_status, now, force=retract)
+    # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
+    made = ("scaler", "lastScaleTime", "history") if acted else ("scaler",) if retract else ()
+    await _patch_status(rt, body, new_status, now, force=retract, keep=made)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

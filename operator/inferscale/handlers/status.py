@@ -55,6 +55,11 @@ def condition_changed(previous: Iterable[Mapping[str, Any]] | None, c: Condition
 def metrics_condition(obs: Observation | None, why: str) -> Condition:
     if obs is None:
         return Condition("MetricsAvailable", "Unknown", "NotObserved", why)
+    if obs.state is MetricsState.COMPLETE and obs.failed_queries:
+        # every Ready pod reports, but a query failed or a store did not answer: no scale-down on it
+        return Condition(
+            "MetricsAvailable", "True", "MetricsPartial", why + "; no scale-down until every query answers"
+        )
     if obs.state is MetricsState.COMPLETE:
         return Condition("MetricsAvailable", "True", "MetricsComplete", why)
     if obs.state is MetricsState.PARTIAL:

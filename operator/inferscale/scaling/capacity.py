@@ -203,6 +203,8 @@ def evidence(
         return None  # partial data, or a queue with nothing finishing (stuck, not a capacity figure)
     if REQUESTS in obs.partial_rates:
         return None  # the rate of some of the replicas, not of all of them
+    if obs.failed_queries:
+        return None  # a family unknown or answered in part (a Thanos store down): the SLO read may miss pods
     if ready_for < RATE_WINDOW:
         return None  # the rate still counts completions of a fleet of another size
     backlog = backlogged(obs, policy)

@@ -7,6 +7,7 @@ from tests.unit.adapters.test_observation import NOW, W, healthy, sample, snapsh
 
 from inferscale.adapters.observation import observe
 from inferscale.adapters.prometheus import FleetSnapshot
+from inferscale.handlers.status import metrics_condition
 from inferscale.scaling import Policy, Reason, ScalerState, ScaleRule, TimedReplicas, decide
 from inferscale.scaling.types import MetricsState
 
@@ -148,3 +149,23 @@ def test_a_partial_answer_holds_a_scale_down_and_says_why() -> None:
     assert d.replicas == 2 and "answered in part (requests)" in d.message
     whole, _ = observe(snapshot(answers), W, "m", 60.0)  # the same answers without the warning
     assert decide(whole, no_window, ScalerState(), NOW).replicas == 1
+
+
+def test_a_partial_latency_answer_is_no_capacity_sample_and_the_condition_says_partial() -> None:
+    # the TTFT query, the slowest, answered without a store's pods (perhaps the ones over the SLO): the fleet reads
+    # loaded and within the SLO, which would raise the learned capacity on half the evidence
+    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
+    answers = healthy()
+    answers["gauges"] = _gauges({p: {kv: 0.8, waiting: 0, running: 8} for p in ("p0", "p1")})
+    answers["ttft_buckets"] = [sample(p, v, le=le) for p in ("p0", "p1") for le, v in (("0.25", 10.0), ("+Inf", 10.0))]
+    pol = Policy(1, 8, capacity_prior_rps=1.0)
+    whole, why = observe(snapshot(answers), W, "m", 60.0)
+    assert decide(whole, pol, ScalerState(), NOW).state.capacity_rps is not None  # the control: it learns
+    assert metrics_condition(whole, why).reason == "MetricsComplete"
+    warning = "ttft_buckets: store 10.0.0.3:10901 did not answer"
+    snap = replace(snapshot(answers), partial=frozenset({"ttft_buckets"}), warnings=(warning,))
+    partial, why = observe(snap, W, "m", 60.0)
+    assert decide(partial, pol, ScalerState(), NOW).state.capacity_rps is None
+    condition = metrics_condition(partial, why)
+    assert (condition.status, condition.reason) == ("True", "MetricsPartial")
+    assert warning in condition.message and "no scale-down" in condition.message

@@ -4,7 +4,7 @@ import itertools
 from typing import Any
 
 from inferscale.adapters.kube import KubeError
-from inferscale.adapters.prometheus import FleetSnapshot, build_queries
+from inferscale.adapters.prometheus import FleetSnapshot, PartialAnswer, build_queries
 from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, Collector, history_window
 from inferscale.handlers.metrics import REGISTRY
 from inferscale.scaling.forecast import HISTORY_KEPT
@@ -238,3 +238,41 @@ async def test_a_namespace_that_cannot_be_listed_holds_its_services_and_not_the_
     kube.both = True
     failed = await collector.refresh()
     assert failed.kube_error is not None and failed.services == [] and collector.last_success == tick.at
+    assert REGISTRY.get_sample_value("inferscale_namespace_unreadable", {"namespace": "a"}) == 1
+
+
+async def test_the_only_watched_namespace_unreadable_is_named_by_the_gauge() -> None:
+    # the usual install watches one namespace: the tick fails, and the alert must still say which one and why
+    kube = Forbidden()
+    await Collector(kube, Prom(), ["b"], 10.0).refresh()  # type: ignore[arg-type]
+    assert REGISTRY.get_sample_value("inferscale_namespace_unreadable", {"namespace": "b"}) == 1
+
+
+class PartialProm(Prom):
+    """A Thanos querier with one store down: every answer comes with a warning."""
+
+    async def snapshot(self, now: float, selector: dict[str, str], tpot: bool) -> FleetSnapshot:
+        return FleetSnapshot(now, {}, frozenset(), partial=frozenset({"requests", "gauges"}), warnings=("store down",))
+
+    async def rate_history(
+        self, start: float, end: float, step: float, selector: dict[str, str]
+    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+        raise PartialAnswer("answered in part: store down")
+
+    def describe(self, e: BaseException) -> str:
+        return str(e)
+
+
+async def test_partial_answers_are_counted_apart_from_failed_queries() -> None:
+    # the answers are read (no scale-down on them), so they are no query errors; their own counter feeds the alert
+    # that says why every service has stopped scaling down
+    def count(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    partial, errors = (
+        count("inferscale_prometheus_partial_answers_total"),
+        count("inferscale_prometheus_query_errors_total"),
+    )
+    await Collector(Kube(), PartialProm(), ["ns"], 10.0).refresh()  # type: ignore[arg-type]
+    assert count("inferscale_prometheus_partial_answers_total") == partial + 3  # two families and the history
+    assert count("inferscale_prometheus_query_errors_total") == errors

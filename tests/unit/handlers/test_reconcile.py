@@ -382,25 +382,46 @@ async def test_a_refused_scale_write_is_not_recorded_as_a_scale_event(refusal: i
     assert any(e["reason"] == "ScaleFailed" for e in kube.events())
 
 
+def _held(kube: FakeKube) -> dict[str, Any]:
+    """The status as the API server holds it after the tick's merge patches, in order."""
+    left: dict[str, Any] = {}
+    for written in kube.statuses():
+        left.update(written)
+    return left
+
+
 @pytest.mark.parametrize("unanswered", [0, 500, 504])
-async def test_a_scale_write_without_a_clear_answer_stays_counted_against_the_rate_limit(unanswered: int) -> None:
+async def test_a_scale_down_without_a_clear_answer_stays_counted_against_the_rate_limit(unanswered: int) -> None:
     # the PATCH timed out (or the server failed after etcd took it): the Deployment may be at 4 already. Taken
-    # back, the next tick would count the limit of one pod per minute from 4 and step to 5 ten seconds later
+    # back, the next tick would count the limit of 50% per minute from 4 and step to 2 ten seconds later
+    kube = FakeKube(fail={"/scale": unanswered})
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleDown": {"maxDecrease": "50%"}}}
+    await reconcile(runtime(kube), idle_tick(8, NOW), svc(spec, OLD_STATE))
+    assert kube.scales() == [4]
+    left = _held(kube)
+    assert len(left["scaler"]["scaleEvents"]) == 1 and "lastScaleTime" not in left
+    (event,) = [e for e in kube.events() if e["reason"] == "ScaleUnconfirmed"]
+    assert "scaling llm to 4 got no clear answer" in event["message"] and "counted as made" in event["message"]
+    landed = FakeKube()  # it had landed: the next tick's cache shows 4
+    await reconcile(runtime(landed), idle_tick(4, NOW + 10), svc(spec, left))
+    assert landed.scales() == [], "a second 50% step down, 10 s after the first"
+
+
+@pytest.mark.parametrize("unanswered", [0, 500, 504])
+async def test_a_scale_up_without_a_clear_answer_is_retried_at_the_next_tick(unanswered: int) -> None:
+    # a failing admission webhook's 500, a refused connection: the write did not land, and the fleet is saturated.
+    # Counted as made, the 1-pod-per-60s limit would hold the retry for a minute with the SLO missed meanwhile
     kube = FakeKube(fail={"/scale": unanswered})
     spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
     await reconcile(runtime(kube), saturated_tick(3, NOW), svc(spec))
     assert kube.scales() == [4]
-    left: dict[str, Any] = {}  # the status as the API server holds it (merge patches, in order)
-    for written in kube.statuses():
-        left.update(written)
-    assert len(left["scaler"]["scaleEvents"]) == 1 and "lastScaleTime" not in left
+    left = _held(kube)
+    assert left["scaler"]["scaleEvents"] == [] and "lastScaleTime" not in left
     (event,) = [e for e in kube.events() if e["reason"] == "ScaleUnconfirmed"]
-    assert "scaling llm to 4 got no clear answer" in event["message"]
-    landed = FakeKube()  # it had landed: the next tick's cache shows 4
-    await reconcile(runtime(landed), saturated_tick(4, NOW + 10), svc(spec, left))
-    assert landed.scales() == [], "a second step of the 1-pod-per-60s limit, 10 s after the first"
-    (decision,) = [s["decision"] for s in landed.statuses()]
-    assert decision["reason"] == "RateLimited"
+    assert "retried next tick" in event["message"]
+    again = FakeKube()  # still 3: it did not land
+    await reconcile(runtime(again), saturated_tick(3, NOW + 10), svc(spec, left))
+    assert again.scales() == [4]
 
 
 async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_started_from() -> None:
@@ -921,3 +942,44 @@ async def test_a_status_write_refused_twice_is_not_forced_and_nothing_is_scaled(
     assert kube.scales() == [], "the scale event could not be recorded, so nothing is scaled"
     assert _status_versions(kube)[:2] == ["7", "8"] and len(kube.gets) >= 1
     assert any(e["reason"] == "ScaleDeferred" for e in kube.events())
+
+
+class EditedWhileScaling(VersionedKube):
+    """The user edits the spec while the /scale call runs, after the write ahead has landed; `refuse`: the /scale
+    write is refused (422), else it lands."""
+
+    def __init__(self, refuse: bool) -> None:
+        super().__init__(version=7)
+        self.refuse = refuse
+        self.held: dict[str, Any] = {}
+
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
+        if path.endswith("/scale"):
+            self.bump(edit=True)
+            if self.refuse:
+                self.calls.append(("PATCH", path, body))
+                raise KubeError(422, "refused")
+        written = await super().merge_patch(path, body, answer, strict)
+        if path.endswith("/status"):
+            self.held.update(body["status"])  # only what the API server took
+        return written
+
+
+async def test_a_refused_scale_is_taken_back_even_over_a_spec_edited_meanwhile() -> None:
+    # left in status, the event of a scale that never happened would hold the next scale for a whole period
+    kube = EditedWhileScaling(refuse=True)
+    await reconcile(runtime(kube), tick(), versioned({**GOOD, "replicas": {"min": 3, "max": 4}}, 7))
+    assert kube.scales() == [3]
+    assert kube.held["scaler"]["scaleEvents"] == []
+    last = [b for m, p, b in kube.calls if m == "PATCH" and p.endswith("/status")][-1]
+    assert set(last["status"]) == {"scaler"}, "the rest of the tick's status was decided on the old spec"
+
+
+async def test_a_scale_made_is_recorded_even_over_a_spec_edited_meanwhile() -> None:
+    kube = EditedWhileScaling(refuse=False)
+    await reconcile(runtime(kube), tick(), versioned({**GOOD, "replicas": {"min": 3, "max": 4}}, 7))
+    assert kube.scales() == [3]
+    assert len(kube.held["scaler"]["scaleEvents"]) == 1 and "lastScaleTime" in kube.held
+    assert kube.held["history"][-1]["to"] == 3
+    last = [b for m, p, b in kube.calls if m == "PATCH" and p.endswith("/status")][-1]
+    assert set(last["status"]) == {"scaler", "lastScaleTime", "history"}

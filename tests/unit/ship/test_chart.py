@@ -283,6 +283,8 @@ def test_prometheus_rule_alerts(render: Render) -> None:
     assert alerts["InferscaleTwoLeaders"]["expr"] == 'sum(inferscale_leader{job="inferscale-metrics"}) > 1'
     unreadable = 'max by (namespace) (inferscale_namespace_unreadable{job="inferscale-metrics"}) == 1'
     assert alerts["InferscaleNamespaceUnreadable"]["expr"] == unreadable
+    partial = 'sum(rate(inferscale_prometheus_partial_answers_total{job="inferscale-metrics"}[10m])) > 0'
+    assert alerts["InferscalePrometheusPartialAnswers"]["expr"] == partial
     assert "{{ $labels.namespace }}" in alerts["InferscaleCapacityBlocked"]["annotations"]["summary"]
 
 
