@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -97,6 +98,14 @@ def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bo
     for gone in _CONDITION_TYPES.get((namespace, name), set()) - types:
         CONDITION.remove(namespace, name, gone)
     _CONDITION_TYPES[(namespace, name)] = types
+
+
+def forget_figures(namespace: str, name: str) -> None:
+    """A service not decided this tick (an invalid spec, its target missing, a conflict): the replica figures of its
+    last decision would read as today's. Absent, they read as unknown."""
+    for gauge in (DESIRED, CURRENT, READY):
+        with contextlib.suppress(KeyError):
+            gauge.remove(namespace, name)
 
 
 def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool]) -> None:

@@ -189,9 +189,9 @@ async def _problem(
         },
         now,
     )
-    metrics.set_conditions(
-        meta.get("namespace", ""), meta.get("name", ""), ((c.type, c.status == "True") for c in conditions)
-    )
+    ns, name = meta.get("namespace", ""), meta.get("name", "")
+    metrics.set_conditions(ns, name, ((c.type, c.status == "True") for c in conditions))
+    metrics.forget_figures(ns, name)
 
 
 def _template_hash(template: Mapping[str, Any]) -> str:

@@ -13,6 +13,7 @@ from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, pa
 from inferscale.adapters.workload import rfc3339
 from inferscale.api.status import InferenceServiceStatus
 from inferscale.handlers.collector import Tick
+from inferscale.handlers.metrics import REGISTRY
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.reconcile import managed_deployment, reconcile
 from inferscale.handlers.runtime import Runtime
@@ -111,6 +112,17 @@ async def test_a_spec_that_slipped_past_the_schema_becomes_a_condition_and_an_ev
     (event,) = kube.events()
     assert event["type"] == "Warning" and event["reason"] == "InvalidSpec"
     assert kube.scales() == []
+
+
+async def test_a_service_no_longer_decided_drops_the_figures_of_its_last_decision() -> None:
+    # a dashboard would show the last desired count as today's for as long as the spec stays invalid
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    await reconcile(runtime(FakeKube()), tick(), svc(spec))
+    labels = {"namespace": "ns", "name": "llm"}
+    assert REGISTRY.get_sample_value("inferscale_desired_replicas", labels) == 3
+    await reconcile(runtime(FakeKube()), tick(), svc({**spec, "replicas": {"min": 5, "max": 2}}))
+    for gauge in ("desired", "current", "ready"):
+        assert REGISTRY.get_sample_value(f"inferscale_{gauge}_replicas", labels) is None
 
 
 async def test_the_same_problem_is_not_announced_twice() -> None:
