@@ -173,11 +173,15 @@ class KubeApi:
         plural: str,
         namespace: str | None = None,
         keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        optional: bool = True,
     ) -> list[dict[str, Any]]:
         """All objects of a kind in one namespace or cluster-wide; [] when the kind is not served
-        (e.g. KEDA is not installed). Read in pages of LIST_PAGE, as client-go's pager does, and each
-        page reduced by `keep` before the next is read, so a large fleet is never held as full objects."""
-        items, _ = await self.list_versioned(group_version, plural, namespace, keep)
+        (e.g. KEDA is not installed) and `optional`, else the 404's KubeError. Read in pages of LIST_PAGE, as
+        client-go's pager does, and each page reduced by `keep` before the next is read, so a large fleet is
+        never held as full objects."""
+        items, version = await self.list_versioned(group_version, plural, namespace, keep)
+        if version is None and not optional:
+            raise KubeError(404, f"{collection_path(group_version, plural, namespace)} is not served")
         return items
 
     async def list_versioned(

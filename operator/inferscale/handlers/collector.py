@@ -49,6 +49,12 @@ KINDS = (
     ("inferscale.dev/v1alpha1", "inferenceservices"),
 )
 CACHED = ("deployments", "pods")  # followed by watches
+# A kind a cluster may not serve: KEDA's. Any other kind not served is the API server's failure, not an empty list
+# (a restarted API server answers 404 for custom resources until it has their CRDs, kubernetes#115241), and read as
+# empty it would drop every service's metrics and deletion costs and hide the HPAs. Once served, the kind's 404 is
+# taken for such a failure for KIND_GONE_GRACE, so that KEDA uninstalled holds a namespace for no longer than that.
+OPTIONAL = "scaledobjects"
+KIND_GONE_GRACE = 120.0
 Obj = dict[str, Any]
 # a service's validated spec and its decision policy, or why the spec is invalid
 Parsed = tuple[InferenceServiceSpec, Policy] | InvalidSpec
@@ -212,6 +218,7 @@ class Collector:
         # their own traffic
         self.history: dict[HistoryKey, RateHistory] = {}
         self._history_until: dict[Selector, float] = {}
+        self._served: dict[str | None, float] = {}  # scope: when its OPTIONAL kind was last served
         self.last_success: float | None = None
         self.tpot = False  # some service sets slo.tpotP95: the TTFT query also reads per-request TPOT
         self._seq = 0
@@ -249,7 +256,17 @@ class Collector:
         cached = informer.items() if informer is not None else None
         if cached is not None:
             return cached
-        return await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural))
+        if plural != OPTIONAL:
+            return await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural), optional=False)
+        try:
+            items = await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural), optional=False)
+        except KubeError as e:
+            served = self._served.get(ns)
+            if e.status != 404 or (served is not None and self.clock() - served < KIND_GONE_GRACE):
+                raise
+            return []
+        self._served[ns] = self.clock()
+        return items
 
     async def _scope(self, ns: str | None) -> list[list[Obj]]:
         return list(await asyncio.gather(*(self._read(gv, plural, ns) for gv, plural in KINDS)))

@@ -172,7 +172,9 @@ class CountingKube:
     def __init__(self) -> None:
         self.listed: list[str] = []
 
-    async def list(self, gv: str, plural: str, ns: str | None, keep: Any = None) -> list[dict[str, Any]]:
+    async def list(
+        self, gv: str, plural: str, ns: str | None, keep: Any = None, optional: bool = True
+    ) -> list[dict[str, Any]]:
         self.listed.append(plural)
         return []
 

@@ -5,7 +5,7 @@ from typing import Any
 
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import FleetSnapshot, PartialAnswer, build_queries
-from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, Collector, history_window
+from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, KIND_GONE_GRACE, Collector, history_window
 from inferscale.handlers.metrics import REGISTRY
 from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.scaling.types import RateSample
@@ -22,7 +22,9 @@ class Kube:
     def __init__(self) -> None:
         self.services: list[dict[str, Any]] = []
 
-    async def list(self, gv: str, plural: str, ns: str | None, keep: Any = None) -> list[dict[str, Any]]:
+    async def list(
+        self, gv: str, plural: str, ns: str | None, keep: Any = None, optional: bool = True
+    ) -> list[dict[str, Any]]:
         return list(self.services) if plural == "inferenceservices" else []
 
 
@@ -215,7 +217,9 @@ class Forbidden(Kube):
 
     both = False  # a's lists fail too
 
-    async def list(self, gv: str, plural: str, ns: str | None, keep: Any = None) -> list[dict[str, Any]]:
+    async def list(
+        self, gv: str, plural: str, ns: str | None, keep: Any = None, optional: bool = True
+    ) -> list[dict[str, Any]]:
         if ns == "b" or (ns == "a" and self.both):
             raise KubeError(403, f'{plural} is forbidden: cannot list resource "{plural}" in the namespace "{ns}"')
         if plural == "inferenceservices":
@@ -276,3 +280,44 @@ async def test_partial_answers_are_counted_apart_from_failed_queries() -> None:
     await Collector(Kube(), PartialProm(), ["ns"], 10.0).refresh()  # type: ignore[arg-type]
     assert count("inferscale_prometheus_partial_answers_total") == partial + 3  # two families and the history
     assert count("inferscale_prometheus_query_errors_total") == errors
+
+
+class Restarted(Kube):
+    """An API server that answers 404 for the kinds in `gone`, as a restarted one does for custom resources until
+    it has their CRDs (kubernetes#115241), or as a cluster without KEDA does for ScaledObjects."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.services = [service("llm")]
+        self.gone: set[str] = set()
+
+    async def list(
+        self, gv: str, plural: str, ns: str | None, keep: Any = None, optional: bool = True
+    ) -> list[dict[str, Any]]:
+        if plural in self.gone:
+            if optional:
+                return []
+            raise KubeError(404, f"the server could not find the requested resource ({plural})")
+        return await super().list(gv, plural, ns, keep, optional)
+
+
+async def test_a_crd_the_api_server_does_not_serve_is_its_failure_not_an_empty_list() -> None:
+    # read as no services, the tick would strip every deletion cost and drop every service's series
+    kube = Restarted()
+    now = [1_000_000.0]
+    collector = Collector(kube, Prom(), ["ns"], 10.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    kube.gone = {"inferenceservices"}
+    tick = await collector.refresh()
+    assert tick.kube_error is not None and "404" in tick.kube_error and tick.services == []
+    # a cluster without KEDA: its ScaledObjects are not served, and that is no failure
+    kube.gone = {"scaledobjects"}
+    tick = await Collector(kube, Prom(), ["ns"], 10.0, clock=lambda: now[0]).refresh()  # type: ignore[arg-type]
+    assert tick.kube_error is None and len(tick.services) == 1
+    # KEDA served and then gone: a restart's 404 for a while (the namespace is held), then taken for an uninstall
+    kube.gone = set()
+    await collector.refresh()
+    kube.gone = {"scaledobjects"}
+    now[0] += KIND_GONE_GRACE / 2
+    assert (await collector.refresh()).kube_error is not None
+    now[0] += KIND_GONE_GRACE
+    assert (await collector.refresh()).kube_error is None
