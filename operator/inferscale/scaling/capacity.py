@@ -115,7 +115,8 @@ def _need(
     """The count `demand_rps` needs at `capacity_rps` per replica used to `utilization`, and whether the
     dead-band holds `current` instead of a scale-down to it."""
     # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
-    needed = min(demand_rps / (capacity_rps * utilization), MAX_COUNT)
+    per_replica = capacity_rps * utilization
+    needed = min(demand_rps / per_replica, MAX_COUNT) if per_replica > 0 else MAX_COUNT
     replicas = ceil_count(needed)
     return replicas, current > 0 and replicas < current and needed / current >= 1.0 - tolerance
 
@@ -135,8 +136,11 @@ def remember_low(low: CapacityLow | None, now: float, capacity_rps: float, bucke
     covers between one and two buckets of the past. Two buckets of half the scale-down window hold
     it for that window's length at most; the state changes when a bucket begins or a lower value
     arrives, not every tick."""
-    if low is None or not 0 <= now - low.since < bucket:
-        before = low.low if low is not None and 0 <= now - low.since < 2 * bucket else None
+    # a clock stepped back by less than a bucket stays in the bucket (dropped, the low would let the scale-down
+    # it guards size the fleet at today's capacity); a bucket dated further ahead is a broken clock's, not kept
+    age = now - low.since if low is not None else math.inf
+    if low is None or not -bucket <= age < bucket:
+        before = low.low if low is not None and -bucket <= age < 2 * bucket else None
         return CapacityLow(now, capacity_rps, before)
     if capacity_rps < low.low:
         return CapacityLow(low.since, capacity_rps, low.before)

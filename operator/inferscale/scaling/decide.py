@@ -289,7 +289,7 @@ def _decide(
         limits.append(reason)
         notes.append(f"{text} → {n}")
 
-    if max(raw for _, raw in signal_recs) != desired:
+    if max(raw for _, raw in signal_recs) != desired and desired == current:
         limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
     saturation = [r for r in recs if r.signal in (Reason.KV_CACHE, Reason.QUEUE)]
     if desired < current and len(saturation) < 2:
@@ -302,16 +302,30 @@ def _decide(
     elif desired < current and REQUESTS in obs.partial_rates:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while busy pods do not report their request rate", desired)
+    elif desired < current and obs.state is MetricsState.PARTIAL and any(r.signal is Reason.CAPACITY for r in recs):
+        # the request rate sums the pods that report: a lower bound, which would size the fleet for part of it
+        desired = current
+        k = _reporting(obs)
+        note(
+            Reason.METRICS_MISSING,
+            f"no scale-down on the request rate of {k} of {obs.ready_replicas} Ready pods",
+            desired,
+        )
 
     history = state.recommendations or (TimedReplicas(now, current),)
     up, down = policy.scale_up, policy.scale_down
     points = as_points(history, now)
     n = stabilize(desired, current, points, now, up.stabilization_window, down.stabilization_window, down.release)
     if n > desired:
-        note(Reason.STABILIZING, f"scale-down stabilizing: {_holder(desired, points, now, down)} {n}", n)
+        note(Reason.STABILIZING, f"scale-down stabilizing: {_holder(desired, n, points, now, down)}", n)
     elif n < desired:
-        lowest = f"lowest recommendation in the last {format_duration(up.stabilization_window)}"
-        note(Reason.UP_STABILIZING, f"scale-up stabilizing: {lowest} is {n}", n)
+        window = up.stabilization_window
+        lowest = min([desired, *(p.replicas for p in points if p.at > now - window)])
+        note(
+            Reason.UP_STABILIZING,
+            f"scale-up stabilizing: lowest recommendation in the last {format_duration(window)} is {lowest}",
+            n,
+        )
 
     if n > current:
         limit = guards.scale_up_limit(up, state.scale_events, current, now)
@@ -386,15 +400,18 @@ def _decide(
     )
 
 
-def _holder(desired: int, points: Sequence[TimedReplicas], now: float, down: ScaleRule) -> str:
-    """Which recommendation holds the scale-down, in words ending where the count they hold goes."""
+def _holder(desired: int, n: int, points: Sequence[TimedReplicas], now: float, down: ScaleRule) -> str:
+    """Which recommendation holds the scale-down at `n`, and how many it holds (more than `n` where `n` is the
+    current count: the window never scales up)."""
     window = format_duration(down.stabilization_window)
     found = holding(desired, points, now, down.stabilization_window, down.release)
-    if down.release is Release.HOLD or found is None:
-        return f"highest recommendation in the last {window} is"
-    _, rec = found
+    if found is None:
+        return f"highest recommendation in the last {window} is {n}"
+    holds, rec = found
+    if down.release is Release.HOLD:
+        return f"highest recommendation in the last {window} is {holds}"
     ago = format_duration(now - rec.at) if now > rec.at else "0s"
-    return f"{rec.replicas} recommended {ago} ago, released linearly over {window}, still holds"
+    return f"{rec.replicas} recommended {ago} ago, released linearly over {window}, still holds {holds}"
 
 
 def _low_capacity_floor(

@@ -110,3 +110,8 @@ def validate_policy(policy: Policy) -> None:
     _check_rule("scaleDown", policy.scale_down)
     for schedule in policy.schedules:
         validate_schedule(schedule)
+        if schedule.min_replicas > policy.max_replicas:
+            raise ValueError(
+                f"policy schedule {schedule.cron!r} keeps {schedule.min_replicas} replicas, over max_replicas "
+                f"({policy.max_replicas})"
+            )

@@ -71,6 +71,7 @@ class Ratio:
     held: bool  # the dead-band or a direction flip held the current count
     capped: bool = False  # the ratio was cut to `max_ratio`
     covered: bool = False  # over target, but replicas already starting cover it
+    flipped: bool = False  # held because the pods not reporting, filled in, turn the direction around
 
 
 def hpa_ratio(usage: Usage, target: float, tolerance: float, current: int, max_ratio: float = math.inf) -> Ratio:
@@ -82,7 +83,7 @@ def hpa_ratio(usage: Usage, target: float, tolerance: float, current: int, max_r
         up = ratio > 1.0
         filled = usage.total / (n * target) if up else (usage.total + (n - k) * target) / (n * target)
         if up != (filled > 1.0) and filled != 1.0:
-            return Ratio(current, current, filled, True)
+            return Ratio(current, current, filled, True, flipped=True)
         ratio = filled
     capped = ratio > max_ratio
     ratio = min(ratio, max_ratio)
@@ -101,6 +102,8 @@ def _coverage(usage: Usage) -> str:
 
 
 def _outcome(r: Ratio, tolerance: float, current: int) -> str:
+    if r.flipped:
+        return f"; the pods not reporting, counted as HPA counts them, turn it around → hold {current}"
     if r.held:
         return f", within {tolerance:.0%} tolerance → hold {current}"
     if r.covered:

@@ -84,10 +84,10 @@ def _capacity_low_to_status(low: CapacityLow) -> dict[str, Any]:
 def _capacity_low_from_status(value: object) -> CapacityLow | None:
     if not isinstance(value, Mapping) or not _time(value.get("since")):
         return None
-    low = _non_negative(value.get("low"))
+    low = _capacity_rps(value.get("low"))  # within the bounds of capacityRps: a low of 5e-324 divides as 0
     if low is None:
         return None
-    return CapacityLow(float(value["since"]), low, _non_negative(value.get("before")))
+    return CapacityLow(float(value["since"]), low, _capacity_rps(value.get("before")))
 
 
 def _last_tick_to_status(last: LastTick) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.unit.scaling.helpers import observe
 
-from inferscale.scaling import Policy, ScalerState, ScaleRule, decide, validate_policy
+from inferscale.scaling import Policy, ScalerState, ScaleRule, Schedule, decide, validate_policy
 from inferscale.scaling.inputs import clean_observation
 
 
@@ -31,6 +31,7 @@ from inferscale.scaling.inputs import clean_observation
         ({"scale_down": ScaleRule(-1.0, 50.0, None)}, "scaleDown.stabilizationWindow must be >= 0"),
         ({"scale_up": ScaleRule(0.0, 100.0, 4, 0.0)}, r"scaleUp.period must be > 0"),
         ({"scale_up": ScaleRule(0.0, -5.0, None)}, "scaleUp percent limit must be >= 0"),
+        ({"schedules": (Schedule("0 9 * * *", 3600.0, 30),)}, r"keeps 30 replicas, over max_replicas \(10\)"),
     ],
 )
 def test_bad_policy_names_the_field(fields: dict[str, Any], message: str) -> None:

@@ -54,8 +54,8 @@ states = st.builds(
         st.builds(
             CapacityLow,
             finite,
-            st.floats(min_value=0.0, max_value=1e6),
-            st.one_of(st.none(), st.floats(min_value=0.0, max_value=1e6)),
+            st.floats(min_value=MIN_CAPACITY_RPS, max_value=1e6),
+            st.one_of(st.none(), st.floats(min_value=MIN_CAPACITY_RPS, max_value=1e6)),
         ),
     ),
 )

@@ -1,0 +1,97 @@
+"""The decision's count on partial data, and the reason and words it gives for it: each names the signal or
+guard that set the count, with the numbers that set it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from tests.unit.scaling.helpers import observe, policy
+
+from inferscale.scaling import (
+    MetricsState,
+    Reason,
+    Release,
+    ScalerState,
+    ScaleRule,
+    TimedReplicas,
+    decide,
+    state_from_status,
+)
+from inferscale.scaling.capacity import remember_low, window_low
+from inferscale.scaling.types import CapacityLow
+
+NOW = 1000.0
+NO_SLO = {"slo_ttft_p95": None, "slo_itl_mean": None}
+
+
+@pytest.mark.parametrize(
+    ("partial", "expected"),
+    [
+        ({}, 10),  # the control: all 10 pods report their 8 req/s, and the capacity signal holds the fleet
+        ({"state": MetricsState.PARTIAL, "pods_reporting": 5}, 10),  # five report nothing: 40 req/s is half of it
+        ({"partial_rates": frozenset({"requests"})}, 10),
+    ],
+)
+def test_a_request_rate_some_pods_do_not_report_never_shrinks_the_fleet(partial: dict[str, Any], expected: int) -> None:
+    pol = policy(capacity_prior_rps=10.0, scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.LINEAR), **NO_SLO)
+    old = ScalerState(recommendations=(TimedReplicas(0.0, 10), TimedReplicas(100.0, 1)))  # none in the window
+    rate = 80.0 if not partial else 40.0
+    d = decide(observe(10, kv=0.4, at=NOW, newest_sample_at=NOW, request_rate=rate, **partial), pol, old, NOW)
+    assert d.replicas == expected, d.message
+    if "state" in partial:
+        assert "no scale-down on the request rate of 5 of 10 Ready pods" in d.message
+
+
+def test_a_scale_up_is_named_for_the_signal_that_set_it_not_for_one_the_tolerance_held() -> None:
+    # KV 87.2% on 20 replicas is within the 10% tolerance (holds 20, raw 22); the capacity signal asks for 21
+    pol = policy(max_replicas=40, capacity_prior_rps=10.0, **NO_SLO)
+    d = decide(observe(20, kv=0.872, request_rate=164.0, newest_sample_at=0.0), pol, ScalerState(), 0.0)
+    assert (d.current, d.replicas) == (20, 21)
+    assert d.reason is Reason.CAPACITY and d.state.scale_events[-1].reason == Reason.CAPACITY.value
+
+
+def test_the_scale_down_window_names_the_count_it_holds_not_the_current_one() -> None:
+    # 10 was recommended until 10 s ago, a rate limit left the fleet at 6: the window holds 10, so 6 stays
+    pol = policy(scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.HOLD), **NO_SLO)
+    state = ScalerState(recommendations=(TimedReplicas(940.0, 10), TimedReplicas(990.0, 6)))
+    d = decide(observe(6, kv=0.4, at=NOW, newest_sample_at=NOW), pol, state, NOW)
+    assert d.replicas == 6 and "highest recommendation in the last 5m is 10 → 6" in d.message
+    linear = policy(scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.LINEAR), **NO_SLO)
+    d = decide(observe(6, kv=0.4, at=NOW, newest_sample_at=NOW), linear, state, NOW)
+    assert d.replicas == 6 and "10 recommended 10s ago, released linearly over 5m, still holds 10 → 6" in d.message
+
+
+def test_the_scale_up_window_names_its_lowest_recommendation() -> None:
+    pol = policy(scale_up=ScaleRule(120.0, 100.0, 4, 15.0), **NO_SLO)
+    state = ScalerState(recommendations=(TimedReplicas(940.0, 3), TimedReplicas(960.0, 5)))
+    d = decide(observe(5, kv=1.0, at=NOW, newest_sample_at=NOW), pol, state, NOW)
+    assert d.replicas == 5 and "lowest recommendation in the last 2m is 3 → 5" in d.message
+
+
+def test_a_hold_for_pods_not_reporting_is_not_called_tolerance() -> None:
+    # one of four reports 90%: alone a scale-up, with the three silent ones at 0% (HPA's rule) a scale-down
+    obs = observe(4, kv=0.9, pods_reporting=1, state=MetricsState.PARTIAL, newest_sample_at=0.0)
+    d = decide(obs, policy(**NO_SLO), ScalerState(), 0.0)
+    (kv,) = [r for r in d.recommendations if r.signal is Reason.KV_CACHE]
+    assert kv.replicas == 4 and "tolerance" not in kv.message and "turn it around → hold 4" in kv.message
+
+
+def test_a_capacity_low_read_back_too_small_to_divide_by_is_dropped() -> None:
+    state = state_from_status(
+        {
+            "capacityLow": {"since": 990.0, "low": 5e-324, "before": None},
+            "recommendations": [{"at": 0.0, "replicas": 4}, {"at": 100.0, "replicas": 1}],
+        }
+    )
+    assert state.capacity_low is None
+    pol = policy(capacity_prior_rps=10.0, target_capacity_utilization=0.5, **NO_SLO)
+    d = decide(observe(4, kv=0.1, request_rate=1.0, at=NOW, newest_sample_at=NOW), pol, state, NOW)
+    assert d.replicas < 4  # decided, not a ZeroDivisionError on every scale-down tick
+
+
+def test_a_clock_stepped_back_keeps_the_capacity_low() -> None:
+    low = CapacityLow(since=NOW, low=5.0, before=4.0)
+    assert window_low(remember_low(low, NOW - 10, 20.0, 150.0)) == 4.0  # an NTP step of 10 s back
+    far = remember_low(low, NOW - 1000, 20.0, 150.0)  # a date further ahead than a bucket: a broken clock's
+    assert (far.since, far.low, far.before) == (NOW - 1000, 20.0, None)
