@@ -329,6 +329,12 @@ class Collector:
         # a second timeout for a history the held services do not use (and it resumes from where it stopped).
         answering = [sel for sel in selectors if (snap := tick.fleet.get(sel)) is not None and not snap.unavailable]
         await asyncio.gather(*(self._extend_history(sel, tick.at) for sel in answering))
+        # a selector group no service has used for the history's whole span (a spec.metrics.selector edited
+        # away) is not queried again, so its histories would otherwise stay for as long as the operator runs
+        for sel in [s for s, until in self._history_until.items() if until < tick.at - HISTORY_SPAN]:
+            del self._history_until[sel]
+            for key in [k for k in self.history if k[0] == sel]:
+                del self.history[key]
         metrics.TICK_PHASE.labels("history").observe(time.monotonic() - started)
 
     async def _extend_history(self, sel: Selector, now: float) -> None:

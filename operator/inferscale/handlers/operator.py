@@ -109,6 +109,11 @@ class Loop:
                 for s in tick.services
             }
             metrics.forget_services(listed, tick.unreadable.__contains__)
+            if not tick.unreadable:  # else the services of a namespace not read this tick would lose theirs
+                self.runtime.forget_absent(
+                    {str((s.get("metadata") or {}).get("uid")) for s in tick.services},
+                    {str((p.get("metadata") or {}).get("uid")) for pods in tick.pods.values() for p in pods},
+                )
         try:
             await release_costs(self.runtime, tick)
         except Exception:  # a bug here must not end the tick's bookkeeping

@@ -35,6 +35,17 @@ class Runtime:
     deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
     refused_releases: set[str] = field(default_factory=set)  # pod uids whose cost could not be taken off for good
 
+    def forget_absent(self, services: set[str], pods: set[str]) -> None:
+        """Drop what is kept of services and pods the cluster no longer has (uids): one entry per service ever
+        created would otherwise stay for as long as the operator runs."""
+        for uid in [u for u in self.last_decided if u not in services]:
+            del self.last_decided[uid]
+        for uid in [u for u in self.refused_templates if u not in services]:
+            del self.refused_templates[uid]
+        self.refused_costs &= services
+        self.deferred_costs &= services
+        self.refused_releases &= pods
+
 
 async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
     meta = body.get("metadata") or {}

@@ -321,3 +321,22 @@ async def test_a_crd_the_api_server_does_not_serve_is_its_failure_not_an_empty_l
     assert (await collector.refresh()).kube_error is not None
     now[0] += KIND_GONE_GRACE
     assert (await collector.refresh()).kube_error is None
+
+
+async def test_a_selector_group_no_service_uses_any_more_loses_its_history_after_the_span() -> None:
+    # a spec.metrics.selector edited on every release: each old group's histories would stay for good
+    kube, prom = Kube(), Prom()
+    now = [1_800_000_000.0]
+    collector = Collector(kube, prom, ["ns"], 15.0, clock=lambda: now[0])  # type: ignore[arg-type]
+    pooled = service("a")
+    pooled["spec"]["metrics"] = {"selector": {"pool": "a"}}
+    kube.services = [pooled]
+    await collector.refresh()
+    assert {key[0] for key in collector.history} == {(("pool", "a"),)}
+    kube.services = [service("a")]  # the selector edited away
+    now[0] += HISTORY_SPAN / 2
+    await collector.refresh()
+    assert {key[0] for key in collector.history} == {(("pool", "a"),), ()}  # kept while it may come back
+    now[0] += HISTORY_SPAN
+    await collector.refresh()
+    assert {key[0] for key in collector.history} == {()}

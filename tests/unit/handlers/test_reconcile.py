@@ -450,6 +450,38 @@ async def test_the_scale_write_is_conditional_on_the_deployment_the_decision_sta
     assert not any(e["reason"] == "ScaleFailed" for e in kube.events())
 
 
+async def test_what_is_kept_of_services_and_pods_the_cluster_no_longer_has_is_dropped() -> None:
+    rt = runtime(FakeKube())
+    for i in range(3):  # services created and deleted, each with its own uid
+        body = svc(GOOD)
+        body["metadata"]["uid"] = f"u{i}"
+        await reconcile(rt, tick(), body)
+    rt.refused_costs.add("u0")
+    rt.refused_releases.add("pod-gone")
+    assert set(rt.last_decided) == {"u0", "u1", "u2"}
+    kept = svc(GOOD)
+    kept["metadata"]["uid"] = "u2"
+
+    from inferscale.handlers import operator
+
+    class Collector:
+        interval, last_success = 10.0, None
+
+        def __init__(self) -> None:
+            self.unreadable: dict[str, str] = {}
+
+        async def refresh(self) -> Tick:
+            return tick(services=[kept], unreadable=self.unreadable)
+
+    collector = Collector()
+    collector.unreadable = {"other": "403"}  # a namespace not read: its services' uids are not known this tick
+    await operator.Loop(collector, rt).tick()  # type: ignore[arg-type]
+    assert set(rt.last_decided) == {"u0", "u1", "u2"} and rt.refused_releases == {"pod-gone"}
+    collector.unreadable = {}
+    await operator.Loop(collector, rt).tick()  # type: ignore[arg-type]
+    assert set(rt.last_decided) == {"u2"} and rt.refused_costs == set() and rt.refused_releases == set()
+
+
 def flat(value: float) -> RateHistory:
     """Ten minutes of a steady rate, as the collector keeps it."""
     history = RateHistory(100)
