@@ -61,13 +61,16 @@ class Elector:
         in where it may. A write that loses a race (409 on the resourceVersion) is a plain no."""
         sent = self.clock()
         seen = self.seen
-        if (
-            self.leader
-            and seen is not None
-            and seen.record.holder == self.identity
-            and await self._write(seen.record, sent)
-        ):
-            return True
+        if self.leader and seen is not None and seen.record.holder == self.identity:
+            try:
+                if await self._write(seen.record, sent):
+                    return True
+            except KubeError as e:
+                if e.status != 404:
+                    raise
+                # The Lease was deleted (with its namespace, by hand): a standby creates it at its next try, so
+                # this stops acting now, and leads on only if its own create comes first.
+                self.renewed = None
         try:
             lease = await self.kube.get(self.path)
         except KubeError as e:
@@ -166,6 +169,9 @@ class Elector:
             if self.holder not in ("", self.identity):
                 self.leader = False
                 return f"{self.holder} holds the lease now"
+            if self.renewed is None:
+                self.leader = False
+                return "the lease was deleted, and another candidate created it again first"
             if not self.may_write():
                 self.leader = False
                 return f"the lease could not be renewed for {self.renew_deadline:g}s"

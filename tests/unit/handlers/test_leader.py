@@ -65,7 +65,8 @@ class Kube:
     async def merge_patch(self, path: str, body: dict[str, Any], answer: bool = True, strict: bool = False) -> Any:
         await asyncio.sleep(self.before)
         self._check()
-        assert self.store.lease is not None
+        if self.store.lease is None:
+            raise KubeError(404, 'leases.coordination.k8s.io "inferscale" not found')
         if body["metadata"]["resourceVersion"] != self.store.lease["metadata"]["resourceVersion"]:
             raise KubeError(409, "the object has been modified")
         lease = copy.deepcopy(self.store.lease)
@@ -267,3 +268,40 @@ async def test_the_holder_counts_its_deadline_from_sending_and_a_standby_from_re
     asked = loop.time()
     assert not await b.try_once()
     assert b.seen is not None and b.seen.at == pytest.approx(asked + 3.0)
+
+
+@pytest.mark.looptime
+@pytest.mark.parametrize("holder_first", [True, False])
+async def test_a_lease_deleted_under_its_holder_never_gives_two_writers(holder_first: bool) -> None:
+    # kubectl delete lease (or its namespace re-created): the standby creates it at its next try, so the holder
+    # must stop acting as soon as its renewal is answered 404, and lead on only if its own create comes first
+    store = Leases()
+    a, _ = candidate(store, "a")
+    b, b_kube = candidate(store, "b")
+    loop = asyncio.get_running_loop()
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    standby = asyncio.create_task(b.acquire())
+    await asyncio.sleep(20.3)
+    b_kube.before = 0.0 if not holder_first else 1.5  # who reaches the store first after the deletion
+    store.lease = None
+    both: list[float] = []
+
+    async def watch() -> None:
+        while True:
+            if a.may_write() and b.may_write():
+                both.append(loop.time())
+            await asyncio.sleep(0.01)
+
+    watching = asyncio.create_task(watch())
+    await asyncio.sleep(30.0)
+    watching.cancel()
+    assert both == []
+    if holder_first:
+        assert a.may_write() and not holding.done() and store.lease is not None
+        assert store.lease["spec"]["holderIdentity"] == "a"
+        holding.cancel()
+        standby.cancel()
+    else:
+        assert await holding == "b holds the lease now"
+        assert standby.done() and store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
