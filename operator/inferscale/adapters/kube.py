@@ -119,6 +119,17 @@ class KubeApi:
             if session is not None:
                 await session.close()
 
+    def _may_write(self) -> bool:
+        return self.fence is None or self.fence()
+
+    async def _fenced_after_connect(self, _: aiohttp.ClientSession, ctx: Any, __: Any) -> None:
+        """The fence once more where a write had to open a connection: a TCP and TLS handshake to a struggling
+        API server may take up to the connect timeout (10 s), longer than the 5 s between the fence and a
+        standby's takeover."""
+        request = ctx.trace_request_ctx
+        if isinstance(request, dict) and "write" in request and not self._may_write():
+            raise KubeError(FENCED, f"{request['write']} not sent: the leader Lease passed while it connected")
+
     def _headers(self, content_type: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json", "User-Agent": "inferscale"}
         token = self.creds.token
@@ -141,10 +152,13 @@ class KubeApi:
         decode: bool = True,
     ) -> Any:
         if self._session is None:
-            self._session = aiohttp.ClientSession(timeout=self._timeout)
+            trace = aiohttp.TraceConfig()
+            trace.on_connection_create_end.append(self._fenced_after_connect)
+            self._session = aiohttp.ClientSession(timeout=self._timeout, trace_configs=[trace])
         data = json.dumps(body) if body is not None else None
+        write = method != "GET" and self.fence is not None
         async with self._sem:
-            if method != "GET" and self.fence is not None and not self.fence():
+            if write and not self._may_write():
                 raise KubeError(FENCED, f"{method} {path} not sent: this operator no longer holds the leader Lease")
             self.requests_sent += 1
             try:
@@ -155,6 +169,7 @@ class KubeApi:
                     params=params,
                     headers=self._headers(content_type if body is not None else None),
                     ssl=self.creds.ssl,
+                    trace_request_ctx={"write": f"{method} {path}"} if write else None,
                 ) as resp:
                     text = await resp.text()
                     if resp.status >= 400:

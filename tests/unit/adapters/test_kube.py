@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 import pytest
 from aiohttp import web
 from tests.unit.adapters.local_api import local_api
@@ -114,6 +115,37 @@ async def test_a_fenced_client_reads_but_sends_no_write() -> None:
             assert refused.value.status == FENCED and "no longer holds the leader Lease" in str(refused.value)
         await kube.get("/api/v1/namespaces/ns/pods")
     assert hits == ["PATCH", "GET"], "no write left the process once the fence closed"
+
+
+async def test_a_write_that_had_to_connect_meets_the_fence_again_once_connected(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the fence passed, then the TCP and TLS handshake to a struggling API server took longer than the Lease had
+    from inferscale.adapters.kube import FENCED
+
+    hits: list[str] = []
+
+    async def any_request(request: web.Request) -> web.Response:
+        hits.append(request.method)
+        return web.json_response({"kind": "Status"})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", any_request)
+    leading = [True]
+    connect = aiohttp.TCPConnector._create_connection
+
+    async def slow_connect(self: aiohttp.TCPConnector, *args: Any, **kwargs: Any) -> Any:
+        leading[0] = False  # the Lease passes while the connection is made
+        return await connect(self, *args, **kwargs)
+
+    monkeypatch.setattr(aiohttp.TCPConnector, "_create_connection", slow_connect)
+    async with local_api(app) as kube:
+        kube.fence = lambda: leading[0]
+        with pytest.raises(KubeError) as refused:
+            await kube.merge_patch("/api/v1/namespaces/ns/pods/p", {"metadata": {"annotations": {}}})
+        assert refused.value.status == FENCED and "passed while it connected" in str(refused.value)
+        await kube.get("/api/v1/namespaces/ns/pods")  # a read is no write: it is sent
+    assert hits == ["GET"]
 
 
 async def test_a_request_without_an_answer_says_so_and_how_long_it_waited() -> None:
