@@ -381,8 +381,13 @@ class Collector:
         except KubeError as e:
             tick.kube_error = str(e)
             self.log.warning("listing the cluster failed: %s", e)
-        finally:
-            await default
+        except BaseException:
+            # cancelled (SIGTERM) or a bug: not after waiting out a hung Prometheus, which would hold the shutdown
+            # past the Lease's renew deadline and so forfeit its release to the standby
+            default.cancel()
+            await asyncio.gather(default, return_exceptions=True)
+            raise
+        await default
         wanted = wants_tpot(tick) if tick.kube_error is None else self.tpot
         if wanted and not self.tpot:
             tick.fleet.pop((), None)  # the first tick a service asks for it: read again with the TPOT histogram

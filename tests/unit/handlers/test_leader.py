@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import AsyncIterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.lease import LeaseRecord, Seen, lease_spec, may_take, observe
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot
+from inferscale.handlers.collector import Collector
 from inferscale.handlers.leader import Elector
+from inferscale.handlers.operator import Loop, cleanup
+from inferscale.handlers.refresher import Refresher
+from inferscale.handlers.runtime import Runtime
 
 
 class Leases:
@@ -305,3 +312,68 @@ async def test_a_lease_deleted_under_its_holder_never_gives_two_writers(holder_f
     else:
         assert await holding == "b holds the lease now"
         assert standby.done() and store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+
+
+class _SlowLists:
+    """A loaded API server: each of the tick's lists takes 3 s; its watches stay quiet."""
+
+    requests_sent = 0
+
+    async def list_versioned(self, *_: Any, **__: Any) -> tuple[list[Any], str]:
+        return [], "1"
+
+    async def list(self, *_: Any, **__: Any) -> list[Any]:
+        await asyncio.sleep(3.0)
+        return []
+
+    async def watch(self, *_: Any, **__: Any) -> AsyncIterator[dict[str, Any]]:
+        await asyncio.sleep(3600)
+        yield {}
+
+    async def close(self) -> None:
+        pass
+
+
+class _HungPrometheus:
+    """Answers the first tick, then hangs for the whole --prometheus-timeout (10 s)."""
+
+    queries_sent = 0
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def snapshot(self, now: float, selector: Any, tpot: bool) -> FleetSnapshot:
+        self.calls += 1
+        if self.calls > 1:
+            await asyncio.sleep(10.0)
+        return FleetSnapshot(now, {}, frozenset(QUERIES), ("down",))
+
+    async def rate_history(self, *_: Any, **__: Any) -> dict[Any, Any]:
+        return {}
+
+    def describe(self, e: BaseException) -> str:
+        return str(e)
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.looptime
+async def test_a_sigterm_while_prometheus_hangs_still_hands_the_lease_over() -> None:
+    # the tick in flight must not wait out the hung query before it stops: by then the renew deadline has passed,
+    # the Lease can no longer be released, and the standby waits a whole lease duration instead of one retry
+    loop = asyncio.get_running_loop()
+    store = Leases()
+    elector, lease_kube = candidate(store, "a")
+    lease_kube.close = lambda: asyncio.sleep(0)  # type: ignore[attr-defined]
+    kube = _SlowLists()
+    collector = Collector(kube, _HungPrometheus(), ["ns"], 10.0, clock=loop.time)  # type: ignore[arg-type]
+    refresher = Refresher(lambda path, body: asyncio.sleep(0, True))  # type: ignore[arg-type, return-value]
+    runtime = Runtime(kube=kube, default_interval=10.0, history={}, refresher=refresher)  # type: ignore[arg-type]
+    lp = Loop(collector, runtime, elector=elector)
+    lp.election = asyncio.create_task(lp.lead(lambda: None))
+    await asyncio.sleep(14.0)  # the second tick lists until ~16 s while its Prometheus snapshot hangs until ~23 s
+    started = loop.time()
+    await cleanup(SimpleNamespace(loop=lp))  # type: ignore[arg-type]  # what kopf runs on SIGTERM
+    assert loop.time() - started < 2.0
+    assert store.lease is not None and store.lease["spec"]["holderIdentity"] == ""
