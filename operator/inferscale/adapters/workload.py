@@ -12,8 +12,12 @@ from inferscale.api.status import MAX_KEPT_STARTS
 from inferscale.scaling.state import stored_time_to_ready
 
 Obj = Mapping[str, Any]
-# A GPU pod the scheduler cannot place for this long is a capacity problem, not a start-up delay.
+# A GPU pod the scheduler cannot place for this long is reported (CapacityBlocked): a node is being provisioned
+# for it at best.
 CAPACITY_BLOCKED_AFTER = 120.0
+# The longest wait for a node counted in a start-up. Until 2026-12-05 it was CAPACITY_BLOCKED_AFTER, which cut
+# most of a GPU node's provisioning out of the lead exactly where scaling up needs new nodes.
+NODE_WAIT_COUNTED = 900.0
 # A pod's Ready time moves when its readiness probe flaps. The operator keeps the first Ready of each pod it
 # watched start (`Starts`); a pod already Ready when first seen (the operator was down or just adopted the
 # target) may have flapped since, and its start counts only within this factor of the typical one. A pod Ready
@@ -111,13 +115,13 @@ def _placed(pod: Obj) -> float | None:
 
 
 def _start_up(pod: Obj, created: float | None, became: float | None) -> float | None:
-    """Creation -> `became`, less the time over CAPACITY_BLOCKED_AFTER the pod waited for a node: a node
-    provisioned for it is part of a replica's start, an hour without GPUs is a capacity problem
-    (CapacityBlocked), not a start-up to lead every forecast by."""
+    """Creation -> `became`, less the time over NODE_WAIT_COUNTED the pod waited for a node: a GPU node
+    provisioned for it (minutes, with its driver) is part of a replica's start and what the forecast must lead
+    by, an hour without GPUs is a capacity problem (CapacityBlocked), not a start-up to lead every forecast by."""
     if created is None or became is None:
         return None
     placed = _placed(pod)
-    waited = max(0.0, (placed - created) - CAPACITY_BLOCKED_AFTER) if placed is not None else 0.0
+    waited = max(0.0, (placed - created) - NODE_WAIT_COUNTED) if placed is not None else 0.0
     return stored_time_to_ready(became - created - waited)
 
 

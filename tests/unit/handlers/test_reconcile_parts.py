@@ -191,11 +191,14 @@ def test_a_watched_pod_that_flapped_while_the_operator_was_down_is_measured_as_u
     assert measure_time_to_ready(ts, Starts(), None, 10.0).kept.watching == frozenset()
 
 
-def test_time_waiting_for_a_node_beyond_two_minutes_is_a_capacity_problem_not_a_start() -> None:
-    # placed after 50 minutes without GPUs, Ready 400 s later: a start of 400 s plus the 120 s of node
+def test_a_gpu_node_provisioned_for_a_pod_is_part_of_its_start_and_an_hour_without_gpus_is_not() -> None:
+    # a new GPU node in 5 minutes, then 3 minutes to Ready: the forecast must lead by all 480 s
+    provisioned = fleet_pod("c", 480.0, scheduled=300.0)
+    assert seconds(target_state(DEP, [provisioned], T0 + 485.0)) == (480.0,)
+    # placed after 50 minutes without GPUs, Ready 400 s later: a start of 400 s plus the 900 s of node
     # provisioning a start may include, not 3,400 s
     stuck = fleet_pod("a", 3400.0, scheduled=3000.0)
-    assert seconds(target_state(DEP, [stuck], T0 + 3405.0)) == (520.0,)
+    assert seconds(target_state(DEP, [stuck], T0 + 3405.0)) == (1300.0,)
     assert seconds(target_state(DEP, [fleet_pod("b", 100.0, scheduled=90.0)], T0 + 105.0)) == (100.0,)
 
 
