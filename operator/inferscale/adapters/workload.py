@@ -138,11 +138,24 @@ def _never_ready(pod: Obj, ready_cond: Obj | None, created: float | None) -> boo
     return since is not None and origin is not None and since - origin <= WITNESS_FLOOR
 
 
+def owned_by_another(meta: Obj, deployment: str) -> bool:
+    """Whether a pod the Deployment's selector matches belongs to another workload: its controller is a
+    ReplicaSet not named `<deployment>-<pod-template-hash>` (a canary whose labels are a superset of the
+    stable Deployment's selector). HPA counts such pods; their load and their deletion costs are not ours."""
+    for owner in meta.get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") == "ReplicaSet":
+            template_hash = (meta.get("labels") or {}).get("pod-template-hash")
+            name = str(owner.get("name", ""))
+            return name != f"{deployment}-{template_hash}" if template_hash else not name.startswith(f"{deployment}-")
+    return False
+
+
 def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> TargetState:
     if deployment is None:
         return TargetState(False, 0, frozenset(), 0, 0, None, ())
     spec = deployment.get("spec") or {}
     selector = spec.get("selector")
+    own_name = str((deployment.get("metadata") or {}).get("name") or "")
     ready: set[str] = set()
     pending = blocked = restarting = 0
     message = None
@@ -151,6 +164,8 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
     for pod in pods:
         meta = pod.get("metadata") or {}
         if meta.get("deletionTimestamp") or not selector_matches(selector, meta.get("labels") or {}):
+            continue
+        if own_name and owned_by_another(meta, own_name):
             continue
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):

@@ -78,6 +78,13 @@ def slim(obj: Obj, plural: str) -> Obj:
     if plural == "pods":
         status = obj.get("status") or {}
         kept = {k: meta[k] for k in _POD_META if k in meta}
+        owners = [
+            {k: o.get(k) for k in ("kind", "name", "controller")}
+            for o in meta.get("ownerReferences") or ()
+            if isinstance(o, Mapping) and o.get("controller")
+        ]
+        if owners:
+            kept["ownerReferences"] = owners  # whose ReplicaSet it is (workload.owned_by_another)
         annotations = meta.get("annotations") or {}
         costs = {k: annotations[k] for k in (DELETION_COST, COST_OWNER) if k in annotations}
         if costs:

@@ -1,6 +1,7 @@
 """The pure parts of the reconcile step: conditions, the managed Deployment, observed lengths."""
 
 import dataclasses
+from typing import Any
 
 from inferscale.adapters.workload import (
     Start,
@@ -366,3 +367,22 @@ def test_the_prefill_step_is_unknown_without_a_profile_lengths_or_an_itl_slo() -
     assert prefill_check(profiled, lengths(15000, 149), 7.0, None) is None
     cond = prefill_condition(None, 0.05)
     assert (cond.status, cond.reason) == ("Unknown", "NotAssessed")
+
+
+def test_a_pod_of_another_deployment_that_the_selector_also_matches_is_not_counted() -> None:
+    # a canary Deployment whose pods carry the stable one's labels and more: HPA counts them, their queue and their
+    # deletion costs are not this Deployment's
+    def owned(pod: dict[str, Any], replica_set: str, template_hash: str) -> dict[str, Any]:
+        meta = pod["metadata"]
+        meta["labels"] = {**meta["labels"], "pod-template-hash": template_hash}
+        meta["ownerReferences"] = [{"kind": "ReplicaSet", "name": replica_set, "controller": True}]
+        return pod
+
+    stable = owned(fleet_pod("llm-7d9f8c6b5-x2x4q", 100.0), "llm-7d9f8c6b5", "7d9f8c6b5")
+    canary = owned(fleet_pod("llm-canary-5c8d7f9b4-q2w5z", 100.0), "llm-canary-5c8d7f9b4", "5c8d7f9b4")
+    adopted = fleet_pod("bare", 100.0)  # no controller: its ReplicaSet would adopt it
+    deployment = {**DEP, "metadata": {"name": "llm"}}
+    ts = target_state(deployment, [stable, canary, adopted], T0 + 200.0)
+    assert ts.ready_pods == {"llm-7d9f8c6b5-x2x4q", "bare"}
+    kept = slim(canary, "pods")["metadata"]
+    assert kept["ownerReferences"] == [{"kind": "ReplicaSet", "name": "llm-canary-5c8d7f9b4", "controller": True}]
