@@ -220,15 +220,18 @@ class TimeToReadyMeasure:
     samples: int
 
 
-def measure_time_to_ready(ts: TargetState, kept: Starts, previous: float | None, interval: float) -> TimeToReadyMeasure:
+def measure_time_to_ready(
+    ts: TargetState, kept: Starts, previous: float | None, interval: float, prior: float | None = None
+) -> TimeToReadyMeasure:
     """The slowest start-up among the target's current pods; the previous value when none is measured.
 
     The lead must cover the replica that starts slowly: a lead at the typical start lets the load arrive
     before half of the new replicas do. A pod the operator watched start counts with its first Ready,
     however slow: one younger than two ticks, or one not Ready yet at an earlier tick and Ready for at most
     two ticks now. A pod that became Ready unwatched (the operator was down, or adopted the target) counts
-    only within FLAP_FACTOR of the typical start, since its Ready time may be a flap's. `interval` is the
-    time between the service's ticks."""
+    only within FLAP_FACTOR of the typical start, since its Ready time may be a flap's; the typical start is
+    the median of the starts seen and of `previous` (else `prior`, the spec's), so that one adopted pod's flap
+    is not its own measure. `interval` is the time between the service's ticks."""
     span = max(WITNESS_FLOOR, 2 * interval)
     live = ts.ready_pods | {u.pod for u in ts.unready}
     seen = {pod: s for pod, s in kept.seen.items() if pod in live}
@@ -244,8 +247,10 @@ def measure_time_to_ready(ts: TargetState, kept: Starts, previous: float | None,
     samples = [*seen.values(), *unwatched]
     if not samples:
         return TimeToReadyMeasure(previous, now_kept, 0)
-    bound = FLAP_FACTOR * statistics.median_low(samples)
-    return TimeToReadyMeasure(max([*seen.values(), *(s for s in unwatched if s <= bound)]), now_kept, len(samples))
+    reference = previous if previous is not None else prior
+    bound = FLAP_FACTOR * statistics.median_low([*samples, *([reference] if reference is not None else [])])
+    counted = [*seen.values(), *(s for s in unwatched if s <= bound)]
+    return TimeToReadyMeasure(max(counted) if counted else previous, now_kept, len(samples))
 
 
 def starts_to_status(kept: Starts) -> dict[str, Any]:

@@ -458,7 +458,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         await post_event(rt, body, "Normal", "TargetChanged", msg, now)
     starts = Starts() if moved else starts_from_status(status.get("timeToReady"))
     # a service ticks at its own interval, but no more often than the operator does
-    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, max(policy.interval, rt.default_interval))
+    interval = max(policy.interval, rt.default_interval)
+    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, interval, policy.time_to_ready_prior)
     state = replace(prior, time_to_ready=ttr.value)
     workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
     obs, why = observe(

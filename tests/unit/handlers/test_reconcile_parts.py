@@ -115,11 +115,11 @@ def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
     assert ts.pending == 2 and ts.restarting == 1  # still on its way, as HPA counts it, and named
 
 
-def unwatched(samples: tuple[float, ...], previous: float | None) -> float | None:
+def unwatched(samples: tuple[float, ...], previous: float | None, prior: float | None = None) -> float | None:
     """The lead from pods Ready for a day before the operator first saw them."""
     starts = tuple(Start(f"p{i}", s, 86_400.0, 86_400.0 - s) for i, s in enumerate(samples))
     ts = TargetState(True, len(samples), frozenset(s.pod for s in starts), 0, 0, None, starts)
-    return measure_time_to_ready(ts, Starts(), previous, 10.0).value
+    return measure_time_to_ready(ts, Starts(), previous, 10.0, prior).value
 
 
 def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> None:
@@ -129,6 +129,14 @@ def test_the_lead_is_the_slowest_start_and_a_readiness_flap_is_not_a_start() -> 
     assert unwatched((20.0, 40.0), None) == 40.0  # exactly twice the typical start still counts
     assert unwatched((), 37.0) == 37.0 and unwatched((), None) is None
     assert unwatched((0.0, 0.0, 5.0), None) == 0.0
+
+
+def test_one_adopted_pod_whose_probe_flapped_is_measured_against_the_prior_not_itself() -> None:
+    # a 1-replica Deployment adopted three days on: its Ready time is a flap's, 40 minutes after creation
+    assert unwatched((2400.0,), None, prior=180.0) is None  # the prior stands until a start is watched
+    assert unwatched((2400.0,), 200.0, prior=180.0) == 200.0
+    assert unwatched((300.0,), None, prior=180.0) == 300.0  # a slow start within twice the prior counts
+    assert unwatched((2400.0, 2400.0, 2400.0), None, prior=180.0) == 2400.0  # a slow model on every pod
 
 
 def test_a_watched_start_counts_however_slow_and_what_status_keeps_round_trips() -> None:
