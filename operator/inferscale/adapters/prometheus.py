@@ -126,11 +126,9 @@ def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
     m, by = _matchers(selector), f"namespace, model_name, {WORKLOAD}"
 
     def per_deployment(*metrics: str) -> str:
-        return " or ".join(
-            f"sum by ({by}) (label_replace(max without ({_SCRAPE_LABELS}) (rate({_sel(metric, m)}[{RATE_WINDOW}])), "
-            f'"{WORKLOAD}", "$1", "pod", "{DEPLOYMENT_POD}"))'
-            for metric in metrics
-        )
+        # a counter chosen per pod, as the instant query does, then summed per Deployment: chosen after the sum,
+        # a Deployment with one pod of a newer build (both SGLang counters) would drop its older pods (one)
+        return f'sum by ({by}) (label_replace({_summed(m, *metrics)}, "{WORKLOAD}", "$1", "pod", "{DEPLOYMENT_POD}"))'
 
     return _either(per_deployment("vllm:request_success_total"), per_deployment(*_SGLANG_REQUESTS))
 

@@ -47,13 +47,15 @@ def _expect(promql: str, samples: list[tuple[str, float]]) -> dict[str, Any]:
     }
 
 
-def _evaluate(tmp_path: Path, cases: list[dict[str, Any]]) -> subprocess.CompletedProcess[str]:
+def _evaluate(
+    tmp_path: Path, cases: list[dict[str, Any]], series: list[dict[str, str]] | None = None
+) -> subprocess.CompletedProcess[str]:
     promtool = tool("promtool", "make setup (Debian's prometheus)")
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": []}))
     tests = {
         "rule_files": ["rules.yml"],
         "evaluation_interval": "15s",
-        "tests": [{"interval": "15s", "input_series": INPUT, "promql_expr_test": cases}],
+        "tests": [{"interval": "15s", "input_series": series or INPUT, "promql_expr_test": cases}],
     }
     (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
     return subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
@@ -86,4 +88,30 @@ def test_a_pod_scraped_twice_reads_as_once_and_its_engines_and_reasons_add_up(tm
         ),
     ]
     result = _evaluate(tmp_path, cases)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_a_deployment_mid_rollout_between_sglang_builds_counts_every_pod_once(tmp_path: Path) -> None:
+    # a newer build exports num_requests_total and the e2e histogram, an older one only the histogram's count:
+    # each pod is read from one counter, the Deployment's rate is both pods'
+    newer, older = (
+        'namespace="llm",pod="sg-7d9f8c6b5-x2x4q",model_name="m"',
+        'namespace="llm",pod="sg-7d9f8c6b5-b7kqz",model_name="m"',
+    )
+    series = [
+        {"series": f"sglang:num_requests_total{{{newer}}}", "values": "0+15x40"},  # 1/s
+        {"series": f"sglang:e2e_request_latency_seconds_count{{{newer}}}", "values": "0+15x40"},  # the same requests
+        {"series": f"sglang:e2e_request_latency_seconds_count{{{older}}}", "values": "0+15x40"},  # 1/s
+    ]
+    cases = [
+        _expect(
+            build_queries(tpot=False)["requests"],
+            [(f'{{{newer},dialect="sglang"}}', 1), (f'{{{older},dialect="sglang"}}', 1)],
+        ),
+        _expect(
+            build_rate_history_query(),
+            [('{namespace="llm",model_name="m",inferscale_deployment="sg",dialect="sglang"}', 2)],
+        ),
+    ]
+    result = _evaluate(tmp_path, cases, series)
     assert result.returncode == 0, result.stdout + result.stderr
