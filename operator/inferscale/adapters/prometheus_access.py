@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import ssl
+import stat
 import threading
 from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
@@ -24,6 +25,25 @@ _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")  # an HTTP header name (RF
 
 class AccessError(ValueError):
     """A credential or CA file the operator cannot use, said in one line naming the flag."""
+
+
+MAX_SECRET_BYTES = 1 << 20  # a token, a password or a CA bundle; a larger "file" is a device or a mistake
+
+
+def not_a_small_file(flag: str, path: str, limit: int = MAX_SECRET_BYTES) -> str | None:
+    """Why `path` cannot be a credential file, or None: a device (/dev/zero would be read until memory runs out)
+    or a FIFO (opened, it waits for a writer forever) is refused before it is opened."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return f"{flag} {path}: no such file"
+    except OSError as e:
+        return f"{flag} {path}: cannot read it: {e.strerror or e}"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{flag} {path}: not a regular file (a directory, device, pipe or socket)"
+    if st.st_size > limit:
+        return f"{flag} {path}: {st.st_size} bytes, over the {limit} a credential file may have"
+    return None
 
 
 class FileSecret:
@@ -42,8 +62,11 @@ class FileSecret:
                 st = os.stat(self.path)  # follows the kubelet's ..data symlink to the current copy
                 key = (st.st_ino, st.st_mtime_ns, st.st_size)
                 if key != self._seen:
+                    problem = not_a_small_file(self.flag, self.path)
+                    if problem:
+                        raise AccessError(problem)
                     with open(self.path, encoding="utf-8") as f:
-                        value = f.read().strip()
+                        value = f.read(MAX_SECRET_BYTES + 1).strip()
                     if not value:
                         raise AccessError(f"{self.flag} {self.path}: the file is empty")
                     self._value, self._seen = value, key
@@ -135,6 +158,9 @@ class PrometheusAccess:
         if self.password_file:
             FileSecret("--prometheus-password-file", self.password_file).read()
         if self.ca_file:
+            problem = not_a_small_file("--prometheus-ca-file", self.ca_file)
+            if problem:
+                raise AccessError(problem)
             try:
                 ssl.create_default_context(cafile=self.ca_file)
             except FileNotFoundError:

@@ -193,11 +193,22 @@ def batch_limits(gpu: str, max_num_seqs: int | None, max_num_batched_tokens: int
         raise InputError(f"{tokens_text} must be >= {seqs_text}")
 
 
+KUBECONFIG_MAX_BYTES = 16 << 20  # many clusters with their certificates inline still fit
+
+
 def credentials(kubeconfig: str | None) -> Credentials:
     """The cluster's credentials as the commands load them, or an InputError of one line naming where
     they were looked for."""
     from inferscale.adapters.kube import SA_TOKEN, Credentials  # the kubernetes package is slow to import
+    from inferscale.adapters.prometheus_access import not_a_small_file
 
+    given = [("--kubeconfig", kubeconfig)] if kubeconfig else []
+    if not kubeconfig and os.environ.get("KUBECONFIG"):
+        given = [("KUBECONFIG", p) for p in os.environ["KUBECONFIG"].split(os.pathsep) if p and os.path.exists(p)]
+    for flag, path in given:
+        problem = not_a_small_file(flag, path, limit=KUBECONFIG_MAX_BYTES)
+        if problem and "no such file" not in problem:  # a missing one is the loader's to name
+            raise InputError(f"cannot load Kubernetes credentials: {problem}")
     try:
         return Credentials.load(kubeconfig)
     except Exception as e:  # the kubernetes package raises several unrelated types for a bad kubeconfig

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import kopf
@@ -45,6 +46,11 @@ def kopf_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, object]]:
         (["--prometheus-bearer-token-file", "/nonexistent/t"], "--prometheus-bearer-token-file /nonexistent/t: cannot"),
         (["--prometheus-ca-file", "/nonexistent/ca.pem"], "--prometheus-ca-file /nonexistent/ca.pem: no such file"),
         (["--prometheus-header", "X-Scope-OrgID=a"], "--prometheus-header 'X-Scope-OrgID=a' is not 'Name: value'"),
+        # a device would be read until memory runs out, a FIFO without a writer waits forever
+        (["--prometheus-bearer-token-file", "/dev/zero"], "/dev/zero: not a regular file"),
+        (["--prometheus-username", "u", "--prometheus-password-file", "/dev/zero"], "/dev/zero: not a regular file"),
+        (["--prometheus-ca-file", "/dev/zero"], "--prometheus-ca-file /dev/zero: not a regular file"),
+        (["--kubeconfig", "/dev/zero"], "--kubeconfig /dev/zero: not a regular file"),
     ],
 )
 def test_a_bad_argument_exits_2_with_its_name(args: list[str], message: str) -> None:
@@ -127,3 +133,18 @@ def test_an_in_cluster_load_that_fails_names_the_service_account(
     assert result.exit_code == 2, result.output
     assert f"cannot load Kubernetes credentials from the pod's service account ({token})" in result.stderr
     assert kopf_runs == []
+
+
+@pytest.mark.parametrize("flag", ["--prometheus-bearer-token-file", "--prometheus-ca-file", "--kubeconfig"])
+def test_a_fifo_given_as_a_credential_file_is_refused_not_waited_on(tmp_path: Path, flag: str) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    result = CliRunner().invoke(app, ["run", "-n", "llm", flag, str(fifo)])
+    assert result.exit_code == 2 and f"{flag} {fifo}: not a regular file" in result.output
+
+
+def test_a_credential_file_too_large_to_be_one_is_refused(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_bytes(b"a" * (2 << 20))
+    result = CliRunner().invoke(app, ["run", "-n", "llm", "--prometheus-bearer-token-file", str(token)])
+    assert result.exit_code == 2 and "a credential file may have" in result.output
