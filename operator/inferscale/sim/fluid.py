@@ -106,6 +106,10 @@ def _idle_log(queue: ReplicaQueue, rate: float) -> float:
 def _table(profile: ReplicaProfile, input_tokens: float, output_tokens: float) -> _Table:
     peak = operating_point(profile, input_tokens, output_tokens, None, None)
     servers, _ = hard_limit(profile, input_tokens, output_tokens)
+    if servers < 1 or not peak.rate_rps > 0:
+        # the window's mean request does not fit one replica's KV cache: no replica serves it, as the engine
+        # refuses such a request at request level
+        return _Table(0.0, [0.0], [0.0], [math.nan], [math.inf], [0.0], input_tokens + output_tokens / 2)
     queue = ReplicaQueue(profile, input_tokens, output_tokens, max(servers, 1))
     fractions = 1.0 - np.geomspace(1.0, 1e-3, _POINTS)  # 0 .. 0.999 of saturation
     rates = fractions * peak.rate_rps
@@ -179,30 +183,31 @@ def run_fluid(
         point, table = curve[idx], tables[idx]
         step = min(dt, duration - t)
         arrivals = point.rate * step
-        capacity = ready * table.mu_max * step
+        serving = ready if table.mu_max > 0 else 0  # a window whose requests fit no replica is served by none
+        capacity = serving * table.mu_max * step
         backlog += arrivals
         served = min(backlog, capacity)
         backlog -= served
-        per_replica = served / (ready * step) if ready else 0.0
-        if ready:
+        per_replica = served / (serving * step) if serving else 0.0
+        if serving:
             batch, itl, ttft, busy = table.at(per_replica)
             if backlog > 1e-9:
-                ttft += backlog / (ready * table.mu_max)
+                ttft += backlog / (serving * table.mu_max)
         else:  # nobody serves: the wait lasts at least until the first pending replica is Ready
             batch, itl, busy = 0.0, math.nan, math.nan
-            ttft = (pending[0][0] if pending else duration + cfg.grace) - t
+            ttft = (pending[0][0] if pending and table.mu_max > 0 else duration + cfg.grace) - t
         total += arrivals
-        if ready and itl <= cfg.slo_itl:
+        if serving and itl <= cfg.slo_itl:
             met += arrivals * (1.0 - _ttft_miss(ttft, cfg.slo_ttft))
         if arrivals > 0:
             p95_weighted.append((ttft, arrivals))
-            if ready:
+            if serving:
                 itl_sum += itl * arrivals
-        if ready:
+        if serving:
             latency.add(ttft, itl, arrivals)
         arrived_sample += arrivals
         gpu_seconds += (ready + len(pending)) * step * profile.gpus
-        kv = min(1.0, batch * table.tokens_per_seq / kv_capacity) if ready else math.nan
+        kv = min(1.0, batch * table.tokens_per_seq / kv_capacity) if serving else math.nan
         minute.add(served, arrivals, kv, busy)
         now = t + step
         if now >= next_history:

@@ -60,6 +60,17 @@ def test_too_few_replicas_build_a_backlog_and_miss() -> None:
     assert late.request_rate is not None and late.request_rate < 0.6 * 4 * CAPACITY
 
 
+def test_a_window_whose_requests_fit_no_replica_is_served_by_none_and_billed() -> None:
+    # a 600,000-token request does not fit one replica's KV cache: the engine refuses it at request level, and
+    # the fluid replay counts the window's requests as missed instead of dividing by a capacity of zero
+    huge = [RatePoint(0.0, CAPACITY, 500.0, 100.0), RatePoint(600.0, 1.0, 600_000.0, 100.0)]
+    r = run_fluid(huge, 1200.0, Fixed(2), PROFILE, cfg(2))
+    fits = CAPACITY * 600.0
+    assert r.scores.requests == pytest.approx(fits + 600.0, abs=1.0)
+    assert r.scores.slo_attainment == pytest.approx(fits / (fits + 600.0), rel=0.01)
+    assert r.scores.gpu_hours == pytest.approx(2 * 1200.0 / 3600.0)
+
+
 def test_new_replicas_serve_only_after_their_time_to_ready() -> None:
     r = run_fluid(flat(CAPACITY), 3600.0, Fixed(6), PROFILE, cfg(2, ttr="300s"))
     ready = dict(zip(r.timeline.at, r.timeline.ready, strict=True))
