@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import stat
+import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -139,6 +140,39 @@ def output_file(flag: str, path: Path) -> None:
         raise InputError(f"{flag} {path}: cannot write there: {e.strerror or e}") from None
     if not existed:
         path.unlink(missing_ok=True)
+
+
+def same_file_key(path: Path) -> tuple[object, ...]:
+    """What tells two paths of one file apart from two files: the inode where the file exists (a hard link or a
+    bind mount of the trace has another path), else the resolved path."""
+    try:
+        st = path.stat()
+    except OSError:
+        return ("path", path.resolve())
+    return ("inode", st.st_dev, st.st_ino)
+
+
+def not_the_trace(flag: str, path: Path, trace: Path) -> None:
+    """An output written over the trace would destroy the input (root writes over a read-only file too)."""
+    if same_file_key(path) == same_file_key(trace):
+        raise InputError(f"{flag} {path} is the trace itself; write the results to another file")
+
+
+def output_folder(flag: str, path: Path) -> None:
+    """A folder the command writes files into (and makes, with its parents, when missing), checked before it
+    connects or runs by writing a file into it or into the nearest folder that exists: os.access says yes to root
+    where writing fails (/proc, a read-only mount). Nothing is left behind."""
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        where = "is not a folder" if existing == path else f"{existing} is not a folder"
+        raise InputError(f"{flag} {path}: {where}")
+    try:
+        with tempfile.TemporaryFile(dir=existing):
+            pass
+    except OSError as e:
+        raise InputError(f"{flag} {path}: cannot write there: {e.strerror or e}") from None
 
 
 def trace_format(fmt: str | None, known: tuple[str, ...]) -> None:

@@ -72,7 +72,9 @@ def emulate(
         skip = checks.duration("--start", start) if start is not None else 0.0
         checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
         if results is not None:
+            checks.not_the_trace("--results", results, trace)
             checks.output_file("--results", results)  # as simulate's and tune's --json
+        checks.output_folder("--targets-dir", targets_dir)
         profile = replica_profile(
             model, gpu, tp, max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens
         )

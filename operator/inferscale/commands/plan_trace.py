@@ -61,6 +61,8 @@ def section(
             "input_tokens": peak.input_tokens,
             "output_tokens": peak.output_tokens,
             "replicas": peak.replicas,
+            # the top-level replica_capacity_rps is at the trace's mean request; the peak is sized at its own
+            "replica_capacity_rps": peak.capacity_rps,
         },
         "unattainable_windows": len(sizing.unattainable),
         "replica_hours_following_need": following,

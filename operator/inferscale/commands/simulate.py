@@ -99,14 +99,12 @@ def _policies(given: list[str] | None) -> list[str]:
 
 
 def check_outputs(trace: Path, json_out: Path | None, plot: Path | None, decisions: Path | None) -> None:
-    taken = {trace.resolve(): "--trace"}
+    taken = {checks.same_file_key(trace): "--trace"}
     for flag, path in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)):
         if path is None:
             continue
-        other = taken.setdefault(path.resolve(), flag)
-        # an output written over the trace would destroy the input (root writes over a read-only file too)
-        if other == "--trace":
-            raise SimulateInputError(f"{flag} {path} is the trace itself; write the results to another file")
+        checks.not_the_trace(flag, path, trace)
+        other = taken.setdefault(checks.same_file_key(path), flag)
         if other != flag:
             raise SimulateInputError(f"{other} and {flag} are the same file {path}; give each its own")
     if json_out is not None:

@@ -31,6 +31,7 @@ class WindowNeed:
     # None: no replica count serves the window: one replica carries no load at its lengths within the SLO
     # and the engine's limits, or its mean request is longer than the model's context window
     replicas: int | None
+    capacity_rps: float | None = None  # one replica's at the window's lengths and the SLO; None: no request in it
 
 
 @dataclass(frozen=True)
@@ -97,12 +98,13 @@ def size_curve(
     for p, end in zip(curve, ends, strict=True):
         lengths = (p.mean_input or mean_in, p.mean_output or mean_out)
         replicas: int | None = 0
+        capacity: float | None = None
         if p.rate > 0:
             if lengths not in capacities:
                 fits = lengths[0] + lengths[1] <= context
                 capacities[lengths] = replica_capacity_rps(profile, *lengths, slo_ttft, slo_itl) if fits else 0.0
             capacity = capacities[lengths]
             replicas = math.ceil(p.rate / capacity - 1e-9) if capacity > 0 else None
-        windows.append(WindowNeed(p.t, end - p.t, p.rate, p.mean_input, p.mean_output, replicas))
+        windows.append(WindowNeed(p.t, end - p.t, p.rate, p.mean_input, p.mean_output, replicas, capacity))
     total = sum(w.rate_rps * w.length for w in windows)
     return CurveSizing(tuple(windows), span, total, mean_in, mean_out)

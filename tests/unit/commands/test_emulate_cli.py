@@ -189,3 +189,39 @@ def test_a_writable_results_path_is_left_as_it_was_by_the_check(
     code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(out))
     assert code == 0, err
     assert replays and not out.exists()  # the fake replay writes nothing; the check left no file behind
+
+
+@pytest.mark.parametrize(
+    ("folder", "message"),
+    [
+        ("azure.csv", "--targets-dir {tmp}/azure.csv: is not a folder"),  # a file where the folder would be
+        ("azure.csv/targets", "--targets-dir {tmp}/azure.csv/targets: {tmp}/azure.csv is not a folder"),
+        ("/proc/targets", "--targets-dir /proc/targets: cannot write there"),
+    ],
+)
+def test_a_targets_folder_that_cannot_be_written_exits_2_before_the_replay(
+    trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path, folder: str, message: str
+) -> None:
+    target = folder if folder.startswith("/") else str(tmp_path / folder)
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--targets-dir", target)
+    assert code == 2 and message.format(tmp=tmp_path) in err and replays == []
+
+
+def test_a_missing_targets_folder_is_left_for_the_replay_to_make(
+    trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path
+) -> None:
+    folder = tmp_path / "prometheus" / "targets"
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--targets-dir", str(folder))
+    assert code == 0, err
+    assert replays and not (tmp_path / "prometheus").exists()
+
+
+def test_the_results_are_never_written_over_the_trace_even_by_another_name(
+    trace: Path, kubeconfig: Path, replays: list[float], tmp_path: Path
+) -> None:
+    linked = tmp_path / "results.json"
+    os.link(trace, linked)  # a hard link: another path, the same file
+    for results in (trace, linked):
+        code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(results))
+        assert code == 2 and f"--results {results} is the trace itself" in err
+    assert replays == [] and trace.read_text() == AZURE

@@ -299,6 +299,9 @@ def test_trace_sizes_the_busiest_window_at_its_own_lengths(tmp_path: Any) -> Non
     assert tr["windows"] == 2 and tr["format"] == "azure" and tr["unattainable_windows"] == 0
     assert need[1] > need[0]  # the slower minute of longer prompts is the peak
     assert tr["peak"]["replicas"] == plan["replicas_needed"] == max(need)
+    # the count is the peak's rate over one replica's capacity at the peak's lengths, which the JSON gives
+    assert plan["replicas_needed"] == math.ceil(plan["rps"] / tr["peak"]["replica_capacity_rps"])
+    assert tr["peak"]["replica_capacity_rps"] == pytest.approx(replica_capacity_rps(profile, 4000, 100, 0.5, 0.05))
     assert tr["peak"]["input_tokens"] == 4000 and plan["rps"] == pytest.approx(rates[1])
     assert plan["input_tokens"] == round((600 * 500 + 300 * 4000) / 900)  # the tables show the mean request
     assert tr["gpu_hours_at_peak"] == pytest.approx(max(need) * tr["duration_s"] / 3600)

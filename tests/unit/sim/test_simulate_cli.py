@@ -248,6 +248,10 @@ def test_no_output_is_written_over_the_trace(azure_trace: Path, option: str) -> 
     before = azure_trace.read_bytes()
     code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "inferscale", option, str(azure_trace))
     assert code == 2 and f"error: {option} {azure_trace} is the trace itself" in stderr
+    linked = azure_trace.with_name("results.out")
+    os.link(azure_trace, linked)  # a hard link: another path, the same file
+    code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "inferscale", option, str(linked))
+    assert code == 2 and f"error: {option} {linked} is the trace itself" in stderr
     assert azure_trace.read_bytes() == before
 
 
