@@ -180,9 +180,23 @@ def trace_format(fmt: str | None, known: tuple[str, ...]) -> None:
         raise InputError(f"--format {fmt!r} is not known; known: {', '.join(known)}")
 
 
-def tensor_parallel(tp: int) -> None:
+def tensor_parallel(tp: int, model: str | None = None) -> None:
+    """At least 1, and a size `model`'s heads split over evenly when the model is one the catalog knows (an
+    unknown model is named by the check of --model)."""
     if tp < 1:
         raise InputError(f"--tp must be at least 1, got {tp}")
+    from inferscale.perf import PerfError, model_spec
+    from inferscale.perf.memory import valid_tp
+
+    try:
+        spec = model_spec(model) if model is not None else None
+    except PerfError:
+        return
+    if spec is not None and tp not in valid_tp(spec):
+        raise InputError(
+            f"--tp {tp} does not split {spec.name}'s {spec.kv_heads} KV heads and {spec.attention_heads} attention "
+            f"heads evenly; valid: {', '.join(map(str, valid_tp(spec)))}"
+        )
 
 
 def positive_number(flag: str, value: float) -> None:

@@ -65,7 +65,7 @@ def emulate(
         checks.positive_number("--rate-scale", rate_scale)
         checks.positive_number("--time-scale", time_scale)
         checks.seed(seed)
-        checks.tensor_parallel(tp)
+        checks.tensor_parallel(tp, model)
         ttft = checks.positive_duration("--slo-ttft", slo_ttft)
         itl = checks.positive_duration("--slo-itl", slo_itl)
         limit = checks.positive_duration("--duration", duration) if duration is not None else None

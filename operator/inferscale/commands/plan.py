@@ -73,6 +73,7 @@ def build_plan(
 ) -> dict[str, Any]:
     """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message.
     With `traffic`, the one-request tables are at its mean lengths and the replicas for its most demanding window."""
+    checks.tensor_parallel(tp, model)
     if traffic is not None:
         if rps is not None:
             raise PlanInputError("give --rps or --trace, not both: the trace's windows are the load")

@@ -203,7 +203,7 @@ def build_scenario(
 ) -> Scenario:
     window = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
     checks.seed(seed)
-    checks.tensor_parallel(tp)
+    checks.tensor_parallel(tp, model)
     checks.batch_limits(gpu, max_num_seqs, max_num_batched_tokens)
     if capacity_utilization is not None:
         checks.fraction("--capacity-utilization", capacity_utilization)
@@ -222,8 +222,8 @@ def build_scenario(
         slo_itl=checks.spec_duration("--slo-itl", slo_itl),
         slo_tpot=checks.spec_duration("--slo-tpot-p95", slo_tpot) if slo_tpot is not None else None,
         time_to_ready=ttr,
-        # not in the spec the replay builds, but a spec's behavior.interval takes the same values
-        interval=checks.spec_duration("--interval", interval),
+        # not in the spec the replay builds; bounded as the operator's tick, which no service decides faster than
+        interval=checks.tick("--interval", interval),
         seed=seed,
         max_num_seqs=max_num_seqs,
         max_num_batched_tokens=max_num_batched_tokens,

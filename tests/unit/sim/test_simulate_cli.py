@@ -71,6 +71,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
             "--time-to-ready must be at most 1h (no model load takes an hour), got '30m-2h'",
         ),
         (["--interval", "3000000h"], "--interval must be shorter than about 2562047h"),
+        (["--interval", "10ms"], "--interval must be at least 1s (Prometheus samples are seconds apart)"),
         (["--slo-ttft", "0.0000001ms"], "--slo-ttft must be at least a nanosecond, got '0.0000001ms'"),
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
         (["--capacity-utilization", "1.5"], "--capacity-utilization must be a fraction in (0, 1], got 1.5"),
