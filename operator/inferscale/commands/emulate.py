@@ -22,7 +22,9 @@ def _fail(message: str) -> typer.Exit:
 def emulate(
     deployment: Annotated[str, typer.Option(help="The Deployment whose Ready pods get an engine each.")],
     trace: Annotated[pathlib.Path, typer.Option(help="Trace to replay (Azure CSV, Mooncake JSONL or ServeGen CSV).")],
-    namespace: Annotated[str, typer.Option("--namespace", "-n")] = "default",
+    namespace: Annotated[
+        str, typer.Option("--namespace", "-n", help="Namespace of the Deployment whose Ready pods get an engine.")
+    ] = "default",
     fmt: Annotated[str | None, typer.Option("--format", help="azure | mooncake | servegen (default: detect).")] = None,
     rate_scale: Annotated[float, typer.Option(help="Multiply the request rate.")] = 1.0,
     time_scale: Annotated[float, typer.Option(help="Compress time: 12 replays an hour in 5 minutes.")] = 1.0,
@@ -46,7 +48,9 @@ def emulate(
         pathlib.Path, typer.Option(help="Prometheus file-discovery directory.", envvar="E2E_PROMETHEUS_TARGETS")
     ] = pathlib.Path(".e2e/prometheus/targets"),
     results: Annotated[pathlib.Path | None, typer.Option(help="Write the outcome as JSON here.")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for generated requests (ServeGen).")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed for the requests a ServeGen curve generates and for --rate-scale's copies.")
+    ] = 0,
     kubeconfig: Annotated[str | None, typer.Option(help="Kubeconfig (default: KUBECONFIG).")] = None,
 ) -> None:
     """Replay a trace against simulated engines on a Deployment's pods, serving vLLM /metrics per pod."""

@@ -296,8 +296,10 @@ def tune(
     workers: WorkersOpt = 0,
     mode: ModeOpt = "auto",
 ) -> None:
-    """Replay a trace with inferscale at several capacityUtilization values and recommend the cheapest that
-    meets the attainment target. Exits 1 when none does (or the JSON cannot be written), 2 on bad input."""
+    """Find the cheapest capacityUtilization that meets an SLO-attainment target on a trace.
+
+    Replays the trace with inferscale at each candidate value. Exits 1 when none meets the target (or the JSON
+    cannot be written), 2 on bad input."""
     try:
         values, seed_list = _candidates(candidates), _seeds(seeds)
         checks.fraction("--target-attainment", target_attainment)
