@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import sys
+
 import typer
 
 app = typer.Typer(
@@ -22,4 +26,15 @@ from inferscale.commands import tune as _tune; app.command("tune")(_tune.tune)  
 
 
 def main() -> None:
-    app()
+    try:
+        app()
+    except BrokenPipeError:  # `inferscale plan | head`: the reader left; nothing more to say to it
+        # Python's advice: point stdout at devnull, so that its flush at exit does not fail a second time
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(1) from None
+    except OSError as e:
+        if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
+            raise
+        # a full disk under a redirected stdout: one line, not a traceback
+        print(f"inferscale: cannot write the output: {e.strerror}", file=sys.stderr)
+        raise SystemExit(1) from None
