@@ -158,10 +158,10 @@ def run(
         typer.echo(f"inferscale run: --metrics-port {metrics_port} is not a TCP port", err=True)
         raise typer.Exit(2)
     lease = _checked(checks.lease, leader_elect, leader_elect_namespace, leader_elect_lease)
-    if kubeconfig:
-        os.environ["KUBECONFIG"] = kubeconfig  # kopf's own login reads it too
     limit_malloc_arenas()  # before kopf and asyncio start any thread
     _checked(checks.credentials, kubeconfig)
+    if kubeconfig:  # once it loads: kopf's own login reads it too
+        os.environ["KUBECONFIG"] = kubeconfig
     logging.basicConfig(
         level=logging.DEBUG if verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

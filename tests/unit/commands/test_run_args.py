@@ -136,11 +136,15 @@ def test_an_in_cluster_load_that_fails_names_the_service_account(
 
 
 @pytest.mark.parametrize("flag", ["--prometheus-bearer-token-file", "--prometheus-ca-file", "--kubeconfig"])
-def test_a_fifo_given_as_a_credential_file_is_refused_not_waited_on(tmp_path: Path, flag: str) -> None:
+def test_a_fifo_given_as_a_credential_file_is_refused_not_waited_on(
+    tmp_path: Path, flag: str, kopf_runs: list[dict[str, object]]
+) -> None:
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     result = CliRunner().invoke(app, ["run", "-n", "llm", flag, str(fifo)])
     assert result.exit_code == 2 and f"{flag} {fifo}: not a regular file" in result.output
+    # nor is a kubeconfig that did not load handed on to what the process runs next (kopf, or helm in a test)
+    assert os.environ["KUBECONFIG"] == "/nonexistent/kubeconfig-of-the-test" and kopf_runs == []
 
 
 def test_a_credential_file_too_large_to_be_one_is_refused(tmp_path: Path) -> None:
