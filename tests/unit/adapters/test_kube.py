@@ -89,9 +89,8 @@ def test_other_kinds_keep_their_spec_but_not_kubectls_copy_of_it() -> None:
     }
 
 
-async def test_a_fenced_client_reads_but_sends_no_write() -> None:
-    from inferscale.adapters.kube import FENCED
-
+def _recording_api() -> tuple[web.Application, list[str]]:
+    """An API server that answers every request and records its method: what left the process."""
     hits: list[str] = []
 
     async def any_request(request: web.Request) -> web.Response:
@@ -100,6 +99,13 @@ async def test_a_fenced_client_reads_but_sends_no_write() -> None:
 
     app = web.Application()
     app.router.add_route("*", "/{tail:.*}", any_request)
+    return app, hits
+
+
+async def test_a_fenced_client_reads_but_sends_no_write() -> None:
+    from inferscale.adapters.kube import FENCED
+
+    app, hits = _recording_api()
     async with local_api(app) as kube:
         leading = [True]
         kube.fence = lambda: leading[0]
@@ -123,14 +129,7 @@ async def test_a_write_that_had_to_connect_meets_the_fence_again_once_connected(
     # the fence passed, then the TCP and TLS handshake to a struggling API server took longer than the Lease had
     from inferscale.adapters.kube import FENCED
 
-    hits: list[str] = []
-
-    async def any_request(request: web.Request) -> web.Response:
-        hits.append(request.method)
-        return web.json_response({"kind": "Status"})
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", any_request)
+    app, hits = _recording_api()
     leading = [True]
     connect = aiohttp.TCPConnector._create_connection
 

@@ -118,14 +118,19 @@ def test_a_busy_pod_without_a_request_counter_holds_the_fleet_and_teaches_nothin
     assert decide(idle, no_window, ScalerState(), NOW).replicas == 1
 
 
-def test_a_partial_request_rate_is_not_a_capacity_sample() -> None:
-    # a loaded, SLO-compliant fleet teaches its rate per replica; with one busy pod's counter missing
-    # the rate covers half the fleet and would halve the learned capacity
+def _loaded_within_slo() -> tuple[dict[str, Any], Policy]:
+    """Two pods at 80% KV with no queue, every request within the TTFT SLO: a tick that teaches capacity."""
     kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
     answers = healthy()
     answers["gauges"] = _gauges({p: {kv: 0.8, waiting: 0, running: 8} for p in ("p0", "p1")})
     answers["ttft_buckets"] = [sample(p, v, le=le) for p in ("p0", "p1") for le, v in (("0.25", 10.0), ("+Inf", 10.0))]
-    pol = Policy(1, 8, capacity_prior_rps=1.0)
+    return answers, Policy(1, 8, capacity_prior_rps=1.0)
+
+
+def test_a_partial_request_rate_is_not_a_capacity_sample() -> None:
+    # a loaded, SLO-compliant fleet teaches its rate per replica; with one busy pod's counter missing
+    # the rate covers half the fleet and would halve the learned capacity
+    answers, pol = _loaded_within_slo()
     whole, _ = observe(snapshot(answers), W, "m", 60.0)
     assert decide(whole, pol, ScalerState(), NOW).state.capacity_rps is not None  # the control: it learns
     answers["requests"] = [sample("p0", 2.0)]
@@ -154,11 +159,7 @@ def test_a_partial_answer_holds_a_scale_down_and_says_why() -> None:
 def test_a_partial_latency_answer_is_no_capacity_sample_and_the_condition_says_partial() -> None:
     # the TTFT query, the slowest, answered without a store's pods (perhaps the ones over the SLO): the fleet reads
     # loaded and within the SLO, which would raise the learned capacity on half the evidence
-    kv, waiting, running = "vllm:kv_cache_usage_perc", "vllm:num_requests_waiting", "vllm:num_requests_running"
-    answers = healthy()
-    answers["gauges"] = _gauges({p: {kv: 0.8, waiting: 0, running: 8} for p in ("p0", "p1")})
-    answers["ttft_buckets"] = [sample(p, v, le=le) for p in ("p0", "p1") for le, v in (("0.25", 10.0), ("+Inf", 10.0))]
-    pol = Policy(1, 8, capacity_prior_rps=1.0)
+    answers, pol = _loaded_within_slo()
     whole, why = observe(snapshot(answers), W, "m", 60.0)
     assert decide(whole, pol, ScalerState(), NOW).state.capacity_rps is not None  # the control: it learns
     assert metrics_condition(whole, why).reason == "MetricsComplete"
