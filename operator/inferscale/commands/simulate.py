@@ -322,11 +322,12 @@ def _table(results: dict[str, RunResult], slo_ttft: float) -> Table:
 
 
 def load(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
-    """The scenario's replay, loaded under a status line; raises SimulateInputError on an unknown mode."""
-    if mode not in MODES:
+    """The scenario's replay, loaded under a status line; raises SimulateInputError on an unknown mode (in any
+    case, as --format)."""
+    if mode.lower() not in MODES:
         raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")
     with Console(stderr=True).status("loading the trace"):
-        return _prepare(scenario, mode)
+        return _prepare(scenario, mode.lower())
 
 
 def note_limits(prepared: Prepared | FluidPrepared) -> None:

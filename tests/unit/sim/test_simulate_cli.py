@@ -457,9 +457,10 @@ def test_a_trace_within_the_limits_has_no_note_and_zero_counts(azure_trace: Path
     scenario = json.loads(out.read_text())["scenario"]
     assert (scenario["requests_over_context_window"], scenario["requests_refused_too_long"]) == (0, 0)
     fluid = tmp_path / "f.json"
-    invoke("--trace", str(azure_trace), "--policy", "static-peak", "--mode", "fluid", "--json", str(fluid))
+    invoke("--trace", str(azure_trace), "--policy", "static-peak", "--mode", "FLUID", "--json", str(fluid))  # any case
     scenario = json.loads(fluid.read_text())["scenario"]  # mean lengths: no request to count
     assert (scenario["requests_over_context_window"], scenario["requests_refused_too_long"]) == (None, None)
+    assert scenario["mode"] == "fluid"
 
 
 def test_a_build_scenario_argument_a_command_lacks_is_an_error_not_a_silent_default() -> None:
