@@ -161,21 +161,23 @@ def _or_list(sizes: tuple[int, ...]) -> str:
     return f"{', '.join(map(str, head))} or {last}" if head else str(last)
 
 
+def _by_tp(names: list[str]) -> dict[tuple[int, ...], list[str]]:
+    """Catalog names grouped by the tensor-parallel sizes their model allows."""
+    groups: dict[tuple[int, ...], list[str]] = {}
+    for name in names:
+        groups.setdefault(tuple(valid_tp(model_spec(name))), []).append(name)
+    return groups
+
+
 def _tensor_parallel() -> Rule:
     """The sizes `perf.memory.valid_tp` allows for each catalog model, by every name the catalog takes for it.
     An unknown profile is left to PROFILE, so that it gets one message, not two."""
-    by_sizes: dict[tuple[int, ...], list[str]] = {}
-    for name in model_names():
-        by_sizes.setdefault(tuple(valid_tp(model_spec(name))), []).append(name)
     allowed = " || ".join(
         f"({_in(names, 'self.profile')} && self.tensorParallel in [{', '.join(map(str, sizes))}])"
-        for sizes, names in by_sizes.items()
+        for sizes, names in _by_tp(model_names()).items()
     )
     cel = f"!has(self.profile) || !has(self.tensorParallel) || !({_in(model_names(), 'self.profile')}) || {allowed}"
-    models_by_sizes: dict[tuple[int, ...], list[str]] = {}
-    for model in known_models():
-        models_by_sizes.setdefault(tuple(valid_tp(model_spec(model))), []).append(model)
-    listed = "; ".join(f"{_or_list(sizes)} for {', '.join(models)}" for sizes, models in models_by_sizes.items())
+    listed = "; ".join(f"{_or_list(sizes)} for {', '.join(models)}" for sizes, models in _by_tp(known_models()).items())
     return Rule(cel, f"model.tensorParallel must split the profile's KV and attention heads evenly: {listed}")
 
 

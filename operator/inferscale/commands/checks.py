@@ -185,18 +185,17 @@ def tensor_parallel(tp: int, model: str | None = None) -> None:
     unknown model is named by the check of --model)."""
     if tp < 1:
         raise InputError(f"--tp must be at least 1, got {tp}")
-    from inferscale.perf import PerfError, model_spec
-    from inferscale.perf.memory import valid_tp
+    if model is None:
+        return
+    from inferscale.perf import InvalidParallelism, PerfError, model_spec
+    from inferscale.perf.memory import check_tp
 
     try:
-        spec = model_spec(model) if model is not None else None
-    except PerfError:
+        check_tp(model_spec(model), tp)
+    except InvalidParallelism as e:
+        raise InputError(f"--tp {tp}: {e}") from None
+    except PerfError:  # an unknown model: named by the check of --model
         return
-    if spec is not None and tp not in valid_tp(spec):
-        raise InputError(
-            f"--tp {tp} does not split {spec.name}'s {spec.kv_heads} KV heads and {spec.attention_heads} attention "
-            f"heads evenly; valid: {', '.join(map(str, valid_tp(spec)))}"
-        )
 
 
 def positive_number(flag: str, value: float) -> None:

@@ -99,7 +99,7 @@ def _policies(given: list[str] | None) -> list[str]:
 
 
 def check_outputs(trace: Path, json_out: Path | None, plot: Path | None, decisions: Path | None) -> None:
-    taken = {checks.same_file_key(trace): "--trace"}
+    taken: dict[tuple[object, ...], str] = {}
     for flag, path in (("--json", json_out), ("--plot", plot), ("--decisions", decisions)):
         if path is None:
             continue

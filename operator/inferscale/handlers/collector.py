@@ -263,16 +263,16 @@ class Collector:
         cached = informer.items() if informer is not None else None
         if cached is not None:
             return cached
-        if plural != OPTIONAL:
-            return await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural), optional=False)
         try:
             items = await self.kube.list(gv, plural, ns, keep=partial(slim, plural=plural), optional=False)
         except KubeError as e:
             served = self._served.get(ns)
-            if e.status != 404 or (served is not None and self.clock() - served < KIND_GONE_GRACE):
+            recently = served is not None and self.clock() - served < KIND_GONE_GRACE
+            if plural != OPTIONAL or e.status != 404 or recently:
                 raise
             return []
-        self._served[ns] = self.clock()
+        if plural == OPTIONAL:
+            self._served[ns] = self.clock()
         return items
 
     async def _scope(self, ns: str | None) -> list[list[Obj]]:

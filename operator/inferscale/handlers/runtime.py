@@ -38,10 +38,8 @@ class Runtime:
     def forget_absent(self, services: set[str], pods: set[str]) -> None:
         """Drop what is kept of services and pods the cluster no longer has (uids): one entry per service ever
         created would otherwise stay for as long as the operator runs."""
-        for uid in [u for u in self.last_decided if u not in services]:
-            del self.last_decided[uid]
-        for uid in [u for u in self.refused_templates if u not in services]:
-            del self.refused_templates[uid]
+        self.last_decided = {u: t for u, t in self.last_decided.items() if u in services}
+        self.refused_templates = {u: h for u, h in self.refused_templates.items() if u in services}
         self.refused_costs &= services
         self.deferred_costs &= services
         self.refused_releases &= pods

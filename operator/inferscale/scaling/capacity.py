@@ -115,8 +115,7 @@ def _need(
     """The count `demand_rps` needs at `capacity_rps` per replica used to `utilization`, and whether the
     dead-band holds `current` instead of a scale-down to it."""
     # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
-    per_replica = capacity_rps * utilization
-    needed = min(demand_rps / per_replica, MAX_COUNT) if per_replica > 0 else MAX_COUNT
+    needed = min(demand_rps / (capacity_rps * utilization), MAX_COUNT)
     replicas = ceil_count(needed)
     return replicas, current > 0 and replicas < current and needed / current >= 1.0 - tolerance
 

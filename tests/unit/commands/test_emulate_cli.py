@@ -56,7 +56,7 @@ def run(*args: str) -> tuple[int, str]:
         (["--time-scale", "nan"], "--time-scale must be a positive number, got nan"),
         (["--time-scale", "1e-9"], "--time-scale 1e-09 stretches the trace's 4.315 s to 137 years"),
         (["--tp", "0"], "--tp must be at least 1, got 0"),
-        (["--tp", "3"], "--tp 3 does not split llama-3.1-8b's 8 KV heads and 32 attention heads evenly"),
+        (["--tp", "3"], "--tp 3: tensor parallelism 3 does not divide llama-3.1-8b's 8 KV heads"),
         (["--deployment", ""], "--deployment '' is not a valid object name"),
         (["--deployment", "My_Llm"], "--deployment 'My_Llm' is not a valid object name"),
         (["--namespace", ""], "--namespace '' is not a namespace name"),

@@ -82,7 +82,7 @@ def test_without_slos_capacity_is_the_peak_and_ttft_unbounded() -> None:
         (["plan", "--model", "llama-3.1-8b", "--gpu", "tpu"], "known GPUs: a100-80gb, h100-80gb"),
         (
             [*BASE, "--tp", "3"],
-            "--tp 3 does not split llama-3.1-8b's 8 KV heads and 32 attention heads evenly; valid: 1, 2, 4, 8",
+            "--tp 3: tensor parallelism 3 does not divide llama-3.1-8b's 8 KV heads and 32 attention heads",
         ),
         (["plan", "--model", "llama-3.1-70b", "--gpu", "l40s"], "weights"),
         ([*BASE, *LOAD, "--slo-ttft", "fast"], "--slo-ttft: invalid duration 'fast'"),
