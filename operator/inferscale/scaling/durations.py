@@ -33,6 +33,9 @@ def format_duration(seconds: float) -> str:
     """A short human form: 0.4123 -> '412ms', 95 -> '1m35s', 420 -> '7m', 5400 -> '1h30m'."""
     if not math.isfinite(seconds) or seconds < 0:
         raise ValueError(f"cannot format duration {seconds!r}")
+    if 0 < seconds < 0.0005:  # would round to "0ms", which reads as no value; fixed point, as parse reads it
+        ms = seconds * 1000
+        return f"{ms:.{1 - math.floor(math.log10(ms))}f}".rstrip("0").rstrip(".") + "ms"
     if seconds < 1:
         return f"{round(seconds * 1000)}ms"
     if seconds < 60:
