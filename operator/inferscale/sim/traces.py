@@ -624,8 +624,12 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
                 raise TraceError(f"{path}:{line}: expected {len(header)} columns as in the header, got {given}")
             start = _number(path, line, "window_start_s", row["window_start_s"])
             rate = _number(path, line, "total_rate_rps", row["total_rate_rps"])
-            if start is None or rate is None or rate < 0:
-                raise TraceError(f"{path}:{line}: window_start_s and total_rate_rps must be numbers, rate >= 0")
+            if start is None:
+                raise TraceError(f"{path}:{line}: window_start_s must be a number, got {_shown(row['window_start_s'])}")
+            if rate is None or rate < 0:
+                raise TraceError(
+                    f"{path}:{line}: total_rate_rps must be a number >= 0, got {_shown(row['total_rate_rps'])}"
+                )
             if rate > MAX_RATE:
                 raise TraceError(f"{path}:{line}: total_rate_rps too large ({rate:g}); at most {MAX_RATE:g} requests/s")
             if starts and start <= starts[-1]:
