@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import os
 import sys
 
 import typer
@@ -28,11 +27,7 @@ from inferscale.commands import tune as _tune; app.command("tune")(_tune.tune)  
 def main() -> None:
     try:
         app()
-    except BrokenPipeError:  # `inferscale plan | head`: the reader left; nothing more to say to it
-        # Python's advice: point stdout at devnull, so that its flush at exit does not fail a second time
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise SystemExit(1) from None
-    except OSError as e:
+    except OSError as e:  # a reader that left (EPIPE) is click's to handle: exit 1, no message
         if e.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EIO):
             raise
         # a full disk under a redirected stdout: one line, not a traceback
