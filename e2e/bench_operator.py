@@ -20,6 +20,7 @@ import statistics
 import sys
 import threading
 import time
+import urllib.request
 from typing import Any
 
 import kubernetes
@@ -317,6 +318,20 @@ def seconds(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.1f} s"
 
 
+def component_versions(cluster: Cluster) -> dict[str, str]:
+    """The versions the figures were measured on, as the running components report them."""
+    server = cluster.kubectl_json("version")["serverVersion"]["gitVersion"]
+    with urllib.request.urlopen(f"{cluster.prometheus_url}/api/v1/status/buildinfo", timeout=10) as resp:
+        prometheus = json.load(resp)["data"]["version"]
+    return {"kube-apiserver": str(server), "prometheus": str(prometheus)}
+
+
+def machine() -> str:
+    with open("/proc/meminfo") as f:
+        total_kib = next(int(line.split()[1]) for line in f if line.startswith("MemTotal:"))
+    return f"{os.cpu_count()} cores, {total_kib / 2**20:.0f} GiB"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="1,100,1000")
@@ -326,6 +341,7 @@ def main() -> int:
     cluster = start_local_cluster()
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(REPO / "crds"))
     nodes(cluster)
+    versions = component_versions(cluster)
     rows = [run_size(cluster, int(s), args.sample) for s in args.sizes.split(",")]
     header = (
         "| services | PromQL queries/tick | tick: read (lists / PromQL) | decide+act+status | whole tick | "
@@ -347,9 +363,9 @@ def main() -> int:
     args.out.write_text(f"""# Operator scale benchmark
 
 Produced by `make bench-operator` (`.venv/bin/python e2e/bench_operator.py --sizes {args.sizes}`) on the local
-stack: kube-apiserver {cluster.kubectl("version", "-o", "json", check=False).stdout and "v1.36.3"}, kwok nodes,
-Prometheus 2.42 scraping every 5 s; the operator ticks every {TICK}. Machine: 2 cores, 24 GiB, shared with the
-control plane, Prometheus and the metrics fixture (so CPU figures include contention).
+stack: kube-apiserver {versions["kube-apiserver"]}, kwok nodes, Prometheus {versions["prometheus"]} scraping every
+5 s; the operator ticks every {TICK}. Machine: {machine()}, shared with the control plane, Prometheus and the
+metrics fixture (so CPU figures include contention).
 
 - **PromQL queries/tick**: the operator's own `inferscale_prometheus_queries_total` over {STEADY_TICKS} steady
   ticks (instant queries plus the incremental range query for the forecaster's history).
