@@ -24,6 +24,7 @@ CONDITION_TYPES = (
     "SLOMet",
     "ScalingLimited",
     "CapacityBlocked",
+    "PodsRestarting",
     "Advisory",
     "Conflict",
     "PrefillStepWithinITL",

@@ -240,3 +240,11 @@ def test_unknown_json_schema_construct_fails_loudly() -> None:
         _Translator({}, nullable=False).node(
             {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "null"}]}, "x"
         )
+
+
+def test_the_condition_types_the_crd_names_include_every_one_the_operator_writes() -> None:
+    from inferscale.api import CONDITION_TYPES
+    from inferscale.handlers.status import TRUE_IS_BAD, restarting_condition
+
+    written = {restarting_condition(0, "d").type, restarting_condition(2, "d").type, *TRUE_IS_BAD}
+    assert written <= set(CONDITION_TYPES)
