@@ -11,6 +11,8 @@ import yaml
 from tests.unit.ship.conftest import Render
 from tests.unit.ship.helpers import CHART, KUBE_VERSION, by_kind, run_helm, tool
 
+from inferscale.sim.vllm_buckets import TTFT_BUCKETS
+
 ALL_ON = ["--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"]
 
 
@@ -239,6 +241,23 @@ def test_every_rbac_rule_says_why() -> None:
         (["--set", "interval=0m0s"], "/interval"),
         (["--set", "interval=500ms"], "/interval"),  # `inferscale run` refuses a tick under 1s: a crash loop
         (["--set", r"podLabels.app\.kubernetes\.io/instance=x"], "invalid propertyName 'app.kubernetes.io/instance'"),
+        (["--set", r"podLabels.app\.kubernetes\.io/part-of=x"], "invalid propertyName 'app.kubernetes.io/part-of'"),
+        (["--set", "prometheusRule.ttftSLO.ttftSeconds=0.3"], "/prometheusRule/ttftSLO/ttftSeconds"),
+        (["--set", "prometheusRule.ttftSLO.ttftSeconds=1"], "/prometheusRule/ttftSLO/ttftSeconds"),
+        (
+            [
+                "--set",
+                "prometheusRule.enabled=true,serviceMonitor.enabled=true",
+                "--set-json",
+                "prometheusRule.ttftSLO.objective=0.9",
+            ],
+            "prometheusRule.ttftSLO.objective 0.9: the fast-burn page fires at 14.4 times the error budget, 144% of "
+            "requests, which no share of requests reaches",
+        ),
+        (
+            ["--set", "prometheusRule.enabled=true"],
+            "prometheusRule.enabled without serviceMonitor.enabled: set prometheusRule.job",
+        ),
         (
             ["--set", "prometheus.bearerToken.secretName=t,prometheus.basicAuth.secretName=b"],
             "give at most one way to authenticate to Prometheus, not prometheus.bearerToken.secretName and "
@@ -258,13 +277,15 @@ def test_monitoring_objects_only_when_enabled(render: Render) -> None:
     docs = render(serviceMonitor__enabled=True, prometheusRule__enabled=True, grafanaDashboard__enabled=True)
     (monitor,) = by_kind(docs, "ServiceMonitor")
     assert monitor["spec"]["endpoints"][0]["port"] == "http-metrics"
+    # the operator's `namespace` label names the service's namespace, not the operator's
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
     (service,) = by_kind(docs, "Service")
     assert service["metadata"]["name"] == "inferscale-metrics"
     assert service["spec"]["ports"][0]["targetPort"] == "http-metrics"
 
 
 def test_prometheus_rule_alerts(render: Render) -> None:
-    (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
+    (rule,) = by_kind(render(prometheusRule__enabled=True, serviceMonitor__enabled=True), "PrometheusRule")
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert {
         "InferenceTTFTSLOFastBurn",
@@ -288,8 +309,25 @@ def test_prometheus_rule_alerts(render: Render) -> None:
     assert "{{ $labels.namespace }}" in alerts["InferscaleCapacityBlocked"]["annotations"]["summary"]
 
 
+def test_prometheus_rule_selects_the_job_it_is_given_without_a_service_monitor(render: Render) -> None:
+    (rule,) = by_kind(render(prometheusRule__enabled=True, prometheusRule__job="my-scrape"), "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert alerts["InferscaleOperatorDown"]["expr"] == 'absent(up{job="my-scrape"} == 1)'
+    assert alerts["InferscaleNoLeader"]["expr"] == 'max(inferscale_leader{job="my-scrape"}) < 1'
+
+
+def test_the_ttft_buckets_the_chart_accepts_are_vllms() -> None:
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    accepted = schema["properties"]["prometheusRule"]["properties"]["ttftSLO"]["properties"]["ttftSeconds"]["enum"]
+    assert accepted == [str(le) for le in TTFT_BUCKETS]  # as prometheus_client writes a float's le: "1.0"
+
+
 def test_prometheus_rule_follows_the_slo_values(render: Render) -> None:
-    docs = render(prometheusRule__enabled=True, prometheusRule__ttftSLO={"ttftSeconds": "1.0", "objective": 0.99})
+    docs = render(
+        prometheusRule__enabled=True,
+        serviceMonitor__enabled=True,
+        prometheusRule__ttftSLO={"ttftSeconds": "1.0", "objective": 0.99},
+    )
     (rule,) = by_kind(docs, "PrometheusRule")
     fast = rule["spec"]["groups"][0]["rules"][0]["expr"]
     assert 'le="1.0"' in fast
@@ -331,7 +369,7 @@ def test_chart_crd_is_not_templated(helm: str) -> None:
 
 def test_prometheus_rules_pass_promtool(render: Render, tmp_path: Any) -> None:
     promtool = tool("promtool", "make setup (Debian's prometheus)")
-    (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
+    (rule,) = by_kind(render(prometheusRule__enabled=True, serviceMonitor__enabled=True), "PrometheusRule")
     path = tmp_path / "rules.yml"
     path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
     result = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, check=False)
@@ -349,7 +387,7 @@ def test_the_stall_alert_waits_three_ticks_and_at_least_five_minutes(
 ) -> None:
     # a fixed 5-minute threshold fired between every two ticks of a 10-minute --interval
     promtool = tool("promtool", "make setup (Debian's prometheus)")
-    (rule,) = by_kind(render(prometheusRule__enabled=True), "PrometheusRule")
+    (rule,) = by_kind(render(prometheusRule__enabled=True, serviceMonitor__enabled=True), "PrometheusRule")
     (stall,) = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "InferscaleOperatorStalled"]
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "stall", "rules": [stall]}]}))
     job = re.search(r'job="([^"]+)"', stall["expr"]).group(1)  # type: ignore[union-attr]
