@@ -6,6 +6,10 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 # python3.11 where it is installed under that name, else python3 if it is 3.11 (checked below)
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3 2>/dev/null)
+# the linters' caches live with the other caches, not in the checkout
+TOOL_CACHE := $(HOME)/.cache/inferscale
+export MYPY_CACHE_DIR := $(TOOL_CACHE)/mypy
+export RUFF_CACHE_DIR := $(TOOL_CACHE)/ruff
 
 .PHONY: setup tools cluster cluster-down cluster-status lint test test-unit test-e2e demo \
         bench-sim bench-operator crds clean
@@ -21,11 +25,14 @@ $(STAMP): pyproject.toml requirements.lock
 	touch $@
 
 .PHONY: prometheus-installed
+# Debian's packages for the local stack: prometheus (and promtool), openssl and curl for e2e/cluster.sh's
+# certificates and health checks.
 prometheus-installed:
-	@command -v prometheus >/dev/null || { \
-	  echo "installing Debian's prometheus package"; \
+	@missing=; for p in prometheus openssl curl; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	[ -z "$$missing" ] || { \
+	  echo "installing Debian's packages:$$missing"; \
 	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; }
 
 ## tools: build kube-apiserver, controller-manager, scheduler, kubectl, etcd, kwok, helm from Go modules (cached)
 tools:
@@ -46,7 +53,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check operator tests e2e
 	$(VENV)/bin/ruff format --check operator tests e2e
 	$(VENV)/bin/mypy
-	$(VENV)/bin/lint-imports
+	$(VENV)/bin/lint-imports --cache-dir $(TOOL_CACHE)/import-linter
 
 ## test: lint, unit tests and e2e tests (the e2e fixtures start the local cluster when needed). The
 ## control plane is built first, outside pytest: a first build takes about 9 minutes on 2 cores, close to
