@@ -132,15 +132,26 @@ build_kwok() {
   mv "$ROOT/kwok-src-dir.tmp" "$ROOT/kwok-src-dir"
 }
 
+# Helm's release build sets the Kubernetes version that `helm template` and `helm lint` assume without a
+# cluster from its client-go (v0.N -> 1.N, helm's Makefile); a plain `go install` leaves 1.20, which
+# refuses the chart's kubeVersion (>= 1.30). The marker says this binary was built so.
 build_helm() {
-  if has_version "$E2E_BIN/helm" "$HELM_VERSION" version --short; then
+  if has_version "$E2E_BIN/helm" "$HELM_VERSION" version --short && [ -s "$ROOT/helm-kube-version" ]; then
     step "helm $HELM_VERSION: cached"; return 0
   fi
   step "helm $HELM_VERSION: compiling"
-  fetch "helm.sh/helm/v3@$HELM_VERSION" Version >/dev/null
-  (cd "$WORK" && GOBIN="$E2E_BIN" run_go go install -trimpath \
-    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
+  local dir client_go minor flags
+  dir=$(fetch "helm.sh/helm/v3@$HELM_VERSION" Dir)
+  client_go=$(awk '$1 == "k8s.io/client-go" { print $2; exit }' "$dir/go.mod")
+  minor=${client_go#v0.}; minor=${minor%%.*}
+  [[ "$minor" =~ ^[0-9]+$ ]] || die "cannot read k8s.io/client-go's version from $dir/go.mod (got '$client_go')"
+  flags="-s -w -X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+  for pkg in pkg/chartutil pkg/lint/rules; do
+    flags+=" -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$minor"
+  done
+  (cd "$WORK" && GOBIN="$E2E_BIN" run_go go install -trimpath -ldflags "$flags" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION")
   has_version "$E2E_BIN/helm" "$HELM_VERSION" version --short || die "helm does not report $HELM_VERSION"
+  echo "1.$minor" > "$ROOT/helm-kube-version"
 }
 
 command -v go >/dev/null || die "go is not on PATH (Go >= 1.26 is needed to build the control plane)"

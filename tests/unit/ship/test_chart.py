@@ -460,3 +460,9 @@ def test_the_chart_works_as_a_dependency(helm: str, tmp_path: Any) -> None:
     result = run_helm(helm, "template", "u", str(umbrella), "--kube-version", KUBE_VERSION)
     assert result.returncode == 0, result.stderr
     assert "kind: ValidatingAdmissionPolicy" in result.stdout
+
+
+def test_the_projects_helm_renders_the_chart_without_being_told_the_kubernetes_version(helm: str) -> None:
+    # a helm built without its release ldflags assumes Kubernetes 1.20 and refuses kubeVersion >= 1.30
+    result = run_helm(helm, "template", "x", str(CHART))
+    assert result.returncode == 0, result.stderr
