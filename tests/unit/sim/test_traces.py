@@ -199,9 +199,18 @@ def test_rate_curve_of_a_trace_marks_empty_windows_unknown(tmp_path: Path) -> No
     lines = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
     lines += '{"timestamp": 150000, "input_length": 30, "output_length": 7}\n'
     curve = rate_curve(load_trace(write(tmp_path, "t.jsonl", lines)), window=60)
-    assert [p.rate for p in curve] == pytest.approx([1 / 60, 0, 1 / 60])
+    assert [p.rate for p in curve] == pytest.approx([1 / 60, 0, 1 / 30])  # the last covers 30 s
     assert curve[1].mean_input is None and curve[1].mean_output is None
     assert curve[2].mean_input == 30
+
+
+def test_rate_curve_counts_the_last_part_minute_over_the_time_it_covers(tmp_path: Path) -> None:
+    # a steady 1 req/s for 621 s: a 21-s tail counted over a whole minute read as a third of the load, and
+    # the oracle sized the trace's last seconds for it
+    lines = "".join(f'{{"timestamp": {t * 1000}, "input_length": 10, "output_length": 5}}\n' for t in range(622))
+    curve = rate_curve(load_trace(write(tmp_path, "t.jsonl", lines)), window=60)
+    assert len(curve) == 10  # the tail joins the last whole minute
+    assert [p.rate for p in curve] == pytest.approx([1.0] * 10, rel=0.02)
 
 
 # --- malformed input ------------------------------------------------------------------------------
