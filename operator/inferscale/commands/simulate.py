@@ -129,9 +129,9 @@ def _span(prepared: Prepared | FluidPrepared) -> float:
 
 
 class TooLong(NamedTuple):
-    over_context: int  # prompt + output above the model's context window
-    served: int  # of those, the ones an engine still runs: the simulator does not model vLLM's 400 for them
-    refused: int  # above one replica's KV cache: every engine refuses them, as vLLM does, and each is a miss
+    over_context: int  # prompt + output above the model's context window: vLLM answers 400
+    over_kv: int  # within the context, above one replica's KV cache: vLLM refuses them too
+    # each is refused by every engine and counts as a miss
 
 
 def _too_long(prepared: Prepared) -> TooLong:
@@ -139,23 +139,24 @@ def _too_long(prepared: Prepared) -> TooLong:
     length = w.input_tokens + w.output_tokens
     over = length > model_spec(prepared.profile.model).context_tokens
     refused = length > prepared.run_config.engine.longest_request
-    return TooLong(int(np.count_nonzero(over)), int(np.count_nonzero(over & ~refused)), int(np.count_nonzero(refused)))
+    return TooLong(int(np.count_nonzero(over)), int(np.count_nonzero(refused & ~over)))
 
 
 def _too_long_notes(prepared: Prepared) -> list[str]:
     counts, n, model = _too_long(prepared), f"{len(prepared.workload):,}", model_spec(prepared.profile.model)
     notes = []
-    if counts.refused:
+    if counts.over_context:
         notes.append(
-            f"note: {counts.refused:,} of {n} requests are longer than one replica's KV cache holds "
-            f"({prepared.run_config.engine.longest_request:,} tokens, a block short of its "
-            f"{prepared.profile.kv_capacity_tokens:,}): the engines refuse them, as vLLM does, and each counts "
+            f"note: {counts.over_context:,} of {n} requests are longer than {model.name}'s context window "
+            f"({model.context_tokens:,} tokens): the engines refuse them, as vLLM does (HTTP 400), and each counts "
             "as a miss"
         )
-    if counts.served:
+    if counts.over_kv:
         notes.append(
-            f"note: {counts.served:,} of {n} requests are longer than {model.name}'s context window "
-            f"({model.context_tokens:,} tokens), which vLLM refuses; the replay serves and scores them like the others"
+            f"note: {counts.over_kv:,} of {n} requests are longer than one replica's KV cache holds "
+            f"({prepared.profile.kv_capacity_tokens - prepared.profile.block_size:,} tokens, a block short of its "
+            f"{prepared.profile.kv_capacity_tokens:,}): the engines refuse them, as vLLM does, and each counts "
+            "as a miss"
         )
     return notes
 
@@ -266,7 +267,7 @@ def scenario_json(prepared: Prepared | FluidPrepared) -> dict[str, Any]:
             "requests": requests,
             "context_window_tokens": model_spec(prepared.profile.model).context_tokens,
             "requests_over_context_window": None if too_long is None else too_long.over_context,
-            "requests_refused_too_long": None if too_long is None else too_long.refused,
+            "requests_refused_too_long": None if too_long is None else too_long.over_context + too_long.over_kv,
             "duration_s": _span(prepared),
             "gpus_per_replica": prepared.profile.gpus,
             "initial_replicas": prepared.run_config.initial_replicas,

@@ -92,8 +92,10 @@ def idle_ttft(cfg: EngineConfig, input_tokens: npt.NDArray[np.int64]) -> npt.NDA
     return np.asarray(np.ceil(inputs / cfg.max_num_batched_tokens) * cfg.c0 + inputs * cfg.c_prefill)
 
 
-def slo_ttft_for(input_tokens: npt.NDArray[np.int64], cfg: EngineConfig) -> float:
-    """The trace's TTFT target (see `SLO_TTFT_IDLE_FACTOR`)."""
+def slo_ttft_for(input_tokens: npt.NDArray[np.int64], output_tokens: npt.NDArray[np.int64], cfg: EngineConfig) -> float:
+    """The trace's TTFT target (see `SLO_TTFT_IDLE_FACTOR`), from the requests an engine accepts: a prompt
+    beyond the model's context is refused, and its prefill time would set a target no served prompt needs."""
+    input_tokens = input_tokens[input_tokens + output_tokens <= cfg.longest_request]
     if input_tokens.size == 0:
         return SLO_TTFT
     idle = float(np.quantile(idle_ttft(cfg, input_tokens), SLO_TTFT_QUANTILE))
@@ -119,7 +121,7 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
     time_scale = args.slice_time_scale if servegen else 1.0
     # the prompts of the request-level replay (lengths do not depend on the rate) set the TTFT target
     unscaled, _ = load_request_arrays(path, fmt, time_scale=time_scale, duration=window)
-    slo_ttft = slo_ttft_for(unscaled.input_tokens, EngineConfig.from_profile(profile))
+    slo_ttft = slo_ttft_for(unscaled.input_tokens, unscaled.output_tokens, EngineConfig.from_profile(profile))
     scale, lengths = scale_for(path, fmt, profile, args.peak_replicas, slo_ttft)
     run = TraceRun(path.stem, path, fmt, scale, lengths, slo_ttft=slo_ttft)
     names = args.policies
@@ -273,11 +275,12 @@ def _other_seeds(
 
 
 def unloaded_ttft_misses(prepared: Prepared) -> float:
-    """Share of requests whose TTFT alone on an idle replica (its prompt's chunked prefill steps) is
-    already above the target: no policy can serve those within the SLO."""
-    inputs = prepared.workload.input_tokens
-    alone = idle_ttft(prepared.run_config.engine, inputs)
-    return float(np.mean(alone > prepared.run_config.slo_ttft)) if inputs.size else 0.0
+    """Share of requests no policy can serve within the SLO: refused (longer than the engine accepts), or
+    with a TTFT alone on an idle replica (its prompt's chunked prefill steps) already above the target."""
+    w, engine = prepared.workload, prepared.run_config.engine
+    alone = idle_ttft(engine, w.input_tokens)
+    refused = w.input_tokens + w.output_tokens > engine.longest_request
+    return float(np.mean((alone > prepared.run_config.slo_ttft) | refused)) if w.input_tokens.size else 0.0
 
 
 def _fluid_all(

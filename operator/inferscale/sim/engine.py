@@ -24,6 +24,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from inferscale.perf.catalog import model_spec
+from inferscale.perf.errors import UnknownModel
 from inferscale.sim.requests import Request
 from inferscale.sim.vllm_buckets import ITL_BUCKETS, TTFT_BUCKETS
 
@@ -42,6 +44,7 @@ class EngineConfig:
     c_prefill: float  # seconds per prefill token
     c_decode: float  # seconds per decoding sequence
     c_kv: float = 0.0  # seconds per context token read by decoding sequences
+    max_model_len: int | None = None  # prompt + output vLLM accepts (the model's context); None: no limit
 
     def __post_init__(self) -> None:
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
@@ -49,6 +52,8 @@ class EngineConfig:
                 raise ValueError(f"EngineConfig.{name} must be positive, got {getattr(self, name)}")
         if self.c0 <= 0 or min(self.c_prefill, self.c_decode, self.c_kv) < 0:
             raise ValueError("EngineConfig step coefficients must be non-negative and c0 positive")
+        if self.max_model_len is not None and self.max_model_len <= 0:
+            raise ValueError(f"EngineConfig.max_model_len must be positive, got {self.max_model_len}")
         if self.max_num_seqs > self.max_num_batched_tokens:
             raise ValueError("max_num_seqs above max_num_batched_tokens would starve decodes of the token budget")
 
@@ -65,6 +70,7 @@ class EngineConfig:
             c_prefill=float(step.c_prefill),
             c_decode=float(step.c_decode),
             c_kv=float(getattr(step, "c_kv", 0.0) or 0.0),
+            max_model_len=_context_of(getattr(profile, "model", None)),
         )
 
     def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
@@ -72,8 +78,20 @@ class EngineConfig:
 
     @property
     def longest_request(self) -> int:
-        """Prompt + output tokens above which the engine refuses a request: it could never fit the KV cache."""
-        return self.kv_capacity_tokens - self.block_size
+        """Prompt + output tokens above which the engine refuses a request: beyond the model's context (vLLM
+        answers 400), or a request that could never fit the KV cache."""
+        fits = self.kv_capacity_tokens - self.block_size
+        return fits if self.max_model_len is None else min(fits, self.max_model_len)
+
+
+def _context_of(model: object) -> int | None:
+    """The catalog's context window of `model`; None for a name the catalog does not know (a test's profile)."""
+    if not isinstance(model, str):
+        return None
+    try:
+        return model_spec(model).context_tokens
+    except UnknownModel:
+        return None
 
 
 class Outcomes:
@@ -143,6 +161,9 @@ class ReplicaEngine:
         self._n_decode = 0
         self._decode_offset = 0  # Σ (k0 − s0) over decoding seqs: their KV = offset + n_decode · steps
         self._prefill_kv = 0  # Σ computed over prefilling seqs
+        # Submitted since the step in flight was scheduled: vLLM's core holds them in its input queue, outside
+        # the scheduler's waiting list that num_requests_waiting counts, until the next step's scheduling.
+        self._arrived_in_step = 0
         # Cumulative counters, as vLLM exports them.
         self.busy_seconds = 0.0
         self.prompt_tokens_total = 0
@@ -169,7 +190,8 @@ class ReplicaEngine:
 
     @property
     def num_waiting(self) -> int:
-        return len(self._waiting)
+        """`vllm:num_requests_waiting`: what the last step's scheduling left waiting (preempted included)."""
+        return len(self._waiting) - self._arrived_in_step
 
     @property
     def kv_used_tokens(self) -> int:
@@ -204,6 +226,7 @@ class ReplicaEngine:
         self._keys += 1
         self.outstanding += 1
         self._waiting.append(_Seq(arrival, input_tokens, output_tokens, rid, self._keys))
+        self._arrived_in_step += 1
         self.horizon = self.now  # the new request may be admitted in the very next step
 
     def advance(self, until: float) -> None:
@@ -268,6 +291,7 @@ class ReplicaEngine:
         return max(1, min(k, k_until))
 
     def _jump(self, k: int) -> None:
+        self._arrived_in_step = 0  # each of the k steps' scheduling sees the whole waiting list
         cfg = self.cfg
         n = self._n_decode
         first = cfg.c0 + cfg.c_decode * n + cfg.c_kv * (self._decode_offset + n * self._steps)
@@ -304,6 +328,7 @@ class ReplicaEngine:
             self._n_decode -= 1
             self._decode_offset -= seq.k0 - seq.s0
             seq.generated = generated
+            seq.last_token_at = self.now  # its last token came out of the step that just ended
             seq.s0 = -1
             seq.heap_key = -1  # its heap entry is now stale
         else:
@@ -316,6 +341,7 @@ class ReplicaEngine:
         return seq
 
     def _mixed_step(self) -> None:
+        self._arrived_in_step = 0
         cfg = self.cfg
         cap = cfg.kv_capacity_tokens
         half = self._half_block

@@ -12,10 +12,10 @@ replaces the engines by the perf model's steady state, in steps of one scrape in
   drain time to TTFT;
 - of a step's arrivals, the share within the TTFT target follows from that P95 with an exponential
   tail (P(TTFT > slo) = 0.05^(slo / P95)); none meet it when the mean ITL is above its target;
-- the observation is built from the same quantities (running = batch × replicas, waiting = backlog +
-  the arrivals of one step that wait for the next step boundary, as a real engine always shows: a
-  random arrival lands in a long mixed step more often than in a short one, and one step's worth
-  matched the request-level engine's waiting gauge on the ServeGen slices better than half,
+- the observation is built from the same quantities (running = batch × replicas, waiting = the backlog:
+  vLLM's gauge counts what its scheduler left waiting, not the arrivals queued at its input during the
+  step in flight, so a fleet below saturation shows none (until 2026-12-05 one step's arrivals were
+  added, matching the request-level engine's gauge, which counted them too),
   KV = batch × (I + O/2) / capacity, rates over 1 m, TTFT P95 and mean ITL over the latency histograms'
   2 m (until 2026-12-03 the step's own values, fresher than any operator sees), the arrival rate is the
   curve's); removed replicas stop billing at once (no drain);
@@ -219,7 +219,7 @@ def run_fluid(
                 now,
                 ready,
                 len(pending),
-                backlog + point.rate * itl,
+                backlog,
                 (batch, latency.itl_mean(), latency.ttft_p95()),
                 minute,
                 lengths,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 import subprocess
 import sys
@@ -74,13 +75,31 @@ def test_requests_too_long_to_prefill_in_time_are_counted_as_hopeless(tmp_path: 
 
 
 def test_the_ttft_target_is_500ms_unless_the_longest_prompts_cannot_prefill_in_it(engine_cfg: EngineConfig) -> None:
+    cfg = dataclasses.replace(engine_cfg, kv_capacity_tokens=1_000_000)
+    outputs = np.full(1000, 20, dtype=np.int64)
     short = np.full(1000, 500, dtype=np.int64)
-    assert slo_ttft_for(short, engine_cfg) == 0.5
+    assert slo_ttft_for(short, outputs, cfg) == 0.5
     long = np.array([500] * 990 + [200_000] * 10, dtype=np.int64)  # P99.9 prompt: 200k tokens
-    idle = math.ceil(200_000 / engine_cfg.max_num_batched_tokens) * engine_cfg.c0 + 200_000 * engine_cfg.c_prefill
-    target = slo_ttft_for(long, engine_cfg)
+    idle = math.ceil(200_000 / cfg.max_num_batched_tokens) * cfg.c0 + 200_000 * cfg.c_prefill
+    target = slo_ttft_for(long, outputs, cfg)
     assert target >= 2 * idle and target - 2 * idle < 0.5 and (target / 0.5).is_integer()
-    assert slo_ttft_for(np.empty(0, dtype=np.int64), engine_cfg) == 0.5
+    assert slo_ttft_for(np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), cfg) == 0.5
+
+
+def test_prompts_the_engine_refuses_do_not_set_the_ttft_target(engine_cfg: EngineConfig) -> None:
+    # Mooncake's 191k-token prompts are beyond llama-3.1-8b's 131,072-token context: vLLM answers 400
+    cfg = dataclasses.replace(engine_cfg, kv_capacity_tokens=1_000_000, max_model_len=131_072)
+    long = np.array([500] * 990 + [200_000] * 10, dtype=np.int64)
+    assert slo_ttft_for(long, np.full(1000, 20, dtype=np.int64), cfg) == 0.5
+
+
+def test_refused_requests_are_counted_as_hopeless(tmp_path: Path) -> None:
+    lines = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"]
+    for i in range(100):  # every tenth beyond llama-3.1-8b's context window, each prefilled in time if served
+        lines.append(f"2023-11-16 18:00:{i * 0.5:010.7f},{500 if i % 10 else 131_000},200\n")
+    path = tmp_path / "long.csv"
+    path.write_text("".join(lines))
+    assert unloaded_ttft_misses(prepare(Scenario(path, slo_ttft=60.0))) == pytest.approx(0.1)
 
 
 def _result(name: str, attainment: float, gpu_hours: float) -> RunResult:

@@ -7,6 +7,7 @@ from bisect import bisect_left
 
 import pytest
 
+from inferscale.perf import replica_profile
 from inferscale.sim.engine import EngineConfig, Outcomes, ReplicaEngine
 from inferscale.sim.requests import Request
 from inferscale.sim.vllm_buckets import ITL_BUCKETS
@@ -126,3 +127,50 @@ def test_config_rejects_nonsense() -> None:
         EngineConfig(0, 10, 100, 16, 0.005, 1e-5, 1e-3)
     with pytest.raises(ValueError, match="max_num_seqs"):
         EngineConfig(1000, 200, 100, 16, 0.005, 1e-5, 1e-3)
+
+
+def test_the_waiting_gauge_leaves_out_arrivals_during_the_step_in_flight(engine_cfg: EngineConfig) -> None:
+    # vLLM's core reads arrivals from its input queue between steps; num_requests_waiting counts only what
+    # the scheduler left waiting
+    eng = ReplicaEngine(engine_cfg)
+    eng.submit(Request(0.0, 2000, 50), 0.0)
+    eng.advance(0.001)  # the first prefill step (25 ms) is in flight
+    eng.submit(Request(0.001, 100, 50), 0.001)
+    assert eng.num_waiting == 0 and eng.outstanding == 2
+    eng.advance(eng.now + 1e-9)  # the next step admits it
+    assert eng.num_waiting == 0 and eng.num_running == 2
+
+
+def test_the_waiting_gauge_counts_what_scheduling_could_not_admit(engine_cfg: EngineConfig) -> None:
+    cfg = dataclasses.replace(engine_cfg, max_num_seqs=2)
+    eng = ReplicaEngine(cfg)
+    for _ in range(5):
+        eng.submit(Request(0.0, 100, 500), 0.0)
+    assert eng.num_waiting == 0  # not yet scheduled
+    eng.advance(0.5)
+    assert eng.num_running == 2 and eng.num_waiting == 3
+
+
+def test_inter_token_gaps_add_up_to_each_requests_decode_time_across_preemptions(engine_cfg: EngineConfig) -> None:
+    # two requests that outgrow a 1,000-token KV cache: the newer is preempted and resumed; its gap on
+    # resuming runs from its last token, not its first
+    cfg = dataclasses.replace(engine_cfg, kv_capacity_tokens=1000)
+    reqs = [Request(0.0, 300, 300), Request(0.0, 300, 300)]
+    eng, out = run(cfg, reqs)
+    assert eng.num_preemptions_total >= 1
+    decode_time = sum(out.finished_at[i] - (r.arrival + out.ttft[i]) for i, r in enumerate(reqs))
+    assert eng.itl_sum == pytest.approx(decode_time, rel=1e-9)
+    assert eng.itl_count == sum(r.output_tokens - 1 for r in reqs)
+
+
+def test_requests_beyond_the_models_context_are_refused(engine_cfg: EngineConfig) -> None:
+    cfg = dataclasses.replace(engine_cfg, max_model_len=4096)
+    eng, out = run(cfg, [Request(0.0, 4000, 96), Request(0.0, 4000, 97)])
+    assert eng.rejected_total == 1 and math.isnan(out.finished_at[1]) and not math.isnan(out.finished_at[0])
+    assert EngineConfig.from_profile(replica_profile("llama-3.1-8b", "h100-80gb")).max_model_len == 131_072
+
+
+def _profile(model: str) -> object:
+    from inferscale.perf import replica_profile
+
+    return replica_profile(model, "h100-80gb")
