@@ -37,7 +37,8 @@ LOADED_DELAY_SLO_FRACTION = 0.25
 # A backlog that the fleet clears within this fraction of the TTFT SLO is a burst, not a shortage:
 # replicas ordered now arrive minutes after it drained. On request-level ServeGen replays, single
 # scrapes of 50-130 waiting at 330-600 req/s (0.15-0.26 s of work) each doubled the fleet for the
-# time-to-ready plus the scale-down window.
+# time-to-ready plus the scale-down window (measured before 2026-12-05, when the simulated gauge also
+# counted the arrivals of the step in flight, which vLLM's does not).
 BURST_DRAIN_SLO_FRACTION = 1.0
 # A per-request TPOT breach asks for replicas once the replicas batch, KV load or not: short answers
 # decoded in the same steps as a neighbour's long prefill stream slowly at low KV usage, and fewer

@@ -209,8 +209,23 @@ def test_rate_curve_counts_the_last_part_minute_over_the_time_it_covers(tmp_path
     # the oracle sized the trace's last seconds for it
     lines = "".join(f'{{"timestamp": {t * 1000}, "input_length": 10, "output_length": 5}}\n' for t in range(622))
     curve = rate_curve(load_trace(write(tmp_path, "t.jsonl", lines)), window=60)
-    assert len(curve) == 10  # the tail joins the last whole minute
-    assert [p.rate for p in curve] == pytest.approx([1.0] * 10, rel=0.02)
+    assert len(curve) == 11
+    assert [p.rate for p in curve] == pytest.approx([1.0] * 11, rel=0.05)
+
+
+def test_rate_curve_keeps_a_light_tail_from_lowering_the_last_minute(tmp_path: Path) -> None:
+    # 2 req/s for a minute, then 20 s at 0.5 req/s: joined into one bin, the busy minute read 1.6 req/s
+    times = [i * 0.5 for i in range(120)] + [60 + i * 2.0 for i in range(11)]
+    lines = "".join(f'{{"timestamp": {t * 1000}, "input_length": 10, "output_length": 5}}\n' for t in times)
+    curve = rate_curve(load_trace(write(tmp_path, "t.jsonl", lines)), window=60)
+    assert [p.rate for p in curve] == pytest.approx([2.0, 0.55])
+
+
+def test_rate_curve_counts_a_tail_of_an_instant_over_a_second(tmp_path: Path) -> None:
+    times = [i * 0.5 for i in range(120)] + [60.001]
+    lines = "".join(f'{{"timestamp": {t * 1000}, "input_length": 10, "output_length": 5}}\n' for t in times)
+    curve = rate_curve(load_trace(write(tmp_path, "t.jsonl", lines)), window=60)
+    assert [p.rate for p in curve] == pytest.approx([2.0, 1.0])
 
 
 # --- malformed input ------------------------------------------------------------------------------
