@@ -138,9 +138,10 @@ class Fleet:
                 self.pending.append(r)
                 heapq.heappush(self._ready_heap, (ready_at, len(self.replicas), r))
             return True
-        candidates = self.pending + self.ready
-        # Least loaded first, newest first among equals (pending replicas carry no load).
-        candidates.sort(key=lambda r: (r.engine.outstanding, -r.created_at))
+        # A ReplicaSet removes pods that are not Ready first (controller.ActivePods ranking), then the least
+        # loaded (the deletion cost every policy gets here), newest first among equals.
+        candidates = sorted(self.pending, key=lambda r: -r.created_at)
+        candidates += sorted(self.ready, key=lambda r: (r.engine.outstanding, -r.created_at))
         for r in candidates[: current - n]:
             self._remove(r, now)
         return True

@@ -62,3 +62,18 @@ def test_scale_down_removes_pending_then_least_loaded_and_bills_draining_until_d
     assert 60.0 < drained < 61.0
     assert fleet.gpu_seconds(1000.0) == pytest.approx(2 * (drained + 20.0 + 10.0))
     assert fleet.scale_actions == 3
+
+
+def test_scale_down_removes_a_pending_replica_before_an_idle_ready_one_created_after_it(
+    engine_cfg: EngineConfig,
+) -> None:
+    # as a ReplicaSet ranks pods: not Ready first, whatever their age
+    fleet = Fleet(engine_cfg, 1, TimeToReady(100, 100))
+    fleet.scale_to(1, 0.0)  # Ready at 100
+    fleet.ttr = TimeToReady(10, 10)
+    fleet.scale_to(2, 50.0)  # created later, Ready at 60
+    fleet.promote(70.0)
+    older_pending, newer_ready = fleet.replicas
+    assert fleet.pending == [older_pending] and fleet.ready == [newer_ready]
+    fleet.scale_to(1, 70.0)
+    assert older_pending.deleted_at == 70.0 and fleet.ready == [newer_ready]
