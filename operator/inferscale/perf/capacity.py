@@ -87,11 +87,16 @@ class ReplicaQueue:
         s = profile.step
         b = np.arange(1, servers + 1, dtype=np.float64)
         self.servers = servers
-        self.itl: FloatArray = s.c0 + s.c_prefill * b * i / o + s.c_decode * b + s.c_kv * b * (i + o / 2)
+        per_seq = s.c_prefill * i / o + s.c_decode + s.c_kv * (i + o / 2)  # one sequence's share of a step
+        self.itl: FloatArray = s.c0 + per_seq * b
         self.mu: FloatArray = b / (o * self.itl)
         self.log_mu_cum: FloatArray = np.cumsum(np.log(self.mu))
         chunks = np.maximum(1.0, np.ceil(i / np.maximum(1.0, profile.max_num_batched_tokens - b)))
-        self.service: FloatArray = (1 + chunks) * self.itl + s.c_prefill * i  # TTFT without queueing, b = n + 1
+        # TTFT without queueing for an arrival that finds b - 1 others: the step in flight (none on an idle
+        # engine, which schedules it at once), then its chunks, each a step of the others' work plus its own
+        # chunk (its own share is its prompt, not a b-th of a step)
+        in_flight = (b > 1).astype(np.float64)
+        self.service: FloatArray = (in_flight + chunks) * (s.c0 + per_seq * (b - 1)) + s.c_prefill * i
         self.b = b
 
     def at(self, rate: float) -> tuple[float, float, float]:
@@ -135,6 +140,8 @@ def operating_point(
     _check_slo("slo_ttft", slo_ttft)
     _check_slo("slo_itl", slo_itl)
     i, o = float(input_tokens), float(output_tokens)
+    if o <= 1:
+        slo_itl = None  # a one-token answer has no inter-token latency (vLLM's ITL histogram records none)
     servers, hard_reason = hard_limit(profile, i, o)
     if servers < 1:
         return OperatingPoint(0.0, 0.0, math.inf, math.inf, "unattainable")

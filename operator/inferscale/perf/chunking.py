@@ -82,16 +82,32 @@ def _fitting(
     fixed = s.c0 + s.c_decode * b + s.c_kv * b * (i + o / 2)
     room = (slo_itl - fixed) / s.c_prefill
     budget = math.floor((b + room) / BUDGET_STEP) * BUDGET_STEP if room > 0 else 0
-    budget = min(budget, profile.max_num_batched_tokens - BUDGET_STEP)
-    while budget >= BUDGET_STEP:
+    top = profile.max_num_batched_tokens - BUDGET_STEP
+    budget = min(budget, top)
+
+    def fits(budget: int) -> EngineLimits | None:
         limits = EngineLimits(budget, min(profile.max_num_seqs, budget))
+        trial = with_limits(profile, limits.max_num_seqs, limits.max_num_batched_tokens)
+        trial_batch, _, step = _step(trial, i, o, slo_ttft, slo_itl)
+        return limits if step <= slo_itl and budget - round(trial_batch) >= MIN_CHUNK else None
+
+    while budget >= BUDGET_STEP:
         try:
-            trial = with_limits(profile, limits.max_num_seqs, limits.max_num_batched_tokens)
+            found = fits(budget)
         except PerfError:
             return None  # smaller budgets only move the KV cache the same way
-        trial_batch, _, step = _step(trial, i, o, slo_ttft, slo_itl)
-        if step <= slo_itl and budget - round(trial_batch) >= MIN_CHUNK:
-            return limits
+        if found is not None:
+            # the bound is at today's batch; a smaller budget holds a smaller batch, which may leave room for a
+            # larger budget than the bound: climb while the next one fits too
+            while found.max_num_batched_tokens + BUDGET_STEP <= top:
+                try:
+                    up = fits(found.max_num_batched_tokens + BUDGET_STEP)
+                except PerfError:
+                    break
+                if up is None:
+                    break
+                found = up
+            return found
         budget -= BUDGET_STEP
     return None
 

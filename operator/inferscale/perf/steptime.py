@@ -16,7 +16,7 @@ read with the weight read, so the per-token cost seen in ITL is lower. We calibr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from inferscale.perf.catalog import GPUSpec, ModelSpec, gpu_spec
 
@@ -55,6 +55,27 @@ _MEASURED: dict[tuple[str, str, int], tuple[float, float, float]] = {
 }
 
 
+def prefill_floor(model: ModelSpec, gpu: GPUSpec, tp: int) -> float:
+    """Seconds per prefill token at the GPU's BF16 dense peak: 2·params FLOPs over TP GPUs. No engine is faster."""
+    return 2 * model.parameters / (tp * gpu.bf16_flops)
+
+
+def _at_least_the_floor(coefficients: StepCoefficients, model: ModelSpec, gpu: GPUSpec, tp: int) -> StepCoefficients:
+    """A fit whose prefill beats the GPU's peak (BLIS's 70B TP8: 178% of an H100's; 8B on an A100: 108%) is
+    noise in the fit, not a fast engine; taken as is it told `plan` that TP8 serves 3x the requests per GPU of
+    TP4. Such a c_prefill is raised to the peak's, and the source says so."""
+    floor = prefill_floor(model, gpu, tp)
+    if coefficients.c_prefill >= floor:
+        return coefficients
+    share = floor / coefficients.c_prefill
+    return replace(
+        coefficients,
+        c_prefill=floor,
+        source=f"{coefficients.source}; c_prefill raised to the BF16 peak's {floor * 1e6:.2f} µs/token "
+        f"(the fit's {coefficients.c_prefill * 1e6:.2f} would be {share:.0%} of the peak)",
+    )
+
+
 def kv_coefficient(kv_bytes_per_token: int, gpu: GPUSpec, tp: int) -> float:
     return K_KV * kv_bytes_per_token / (tp * gpu.hbm_bandwidth)
 
@@ -90,28 +111,31 @@ def step_coefficients(
     fit = _MEASURED.get((model.name, gpu.name, tp))
     if fit is not None:
         c0, c_prefill, c_decode = fit
-        return StepCoefficients(
+        measured = StepCoefficients(
             c0,
             c_prefill,
             c_decode,
             c_kv,
             f"measured: BLIS blackbox fit, vLLM v0.8.4 BF16, {model.name} {gpu.name} TP{tp}; c_kv calibrated on NIM",
         )
+        return _at_least_the_floor(measured, model, gpu, tp)
     anchors = [gpu_spec(g) for (m, g, t) in _MEASURED if m == model.name and t == tp]
     if not anchors:
         return roofline_coefficients(model, gpu, tp, kv_bytes_per_token)
     anchor = min(anchors, key=lambda a: abs(math.log(a.hbm_bandwidth / gpu.hbm_bandwidth)))
     c0, c_prefill, c_decode = _MEASURED[(model.name, anchor.name, tp)]
+    c_prefill = max(c_prefill, prefill_floor(model, anchor, tp))  # scaled from a fit that beats its own peak
     target = roofline_coefficients(model, gpu, tp, kv_bytes_per_token)
     base = roofline_coefficients(model, anchor, tp, kv_bytes_per_token)
     step_ratio = target.c0 / base.c0
-    return StepCoefficients(
+    scaled = StepCoefficients(
         c0 * step_ratio,
         c_prefill * target.c_prefill / base.c_prefill,
         c_decode * step_ratio,
         c_kv,
         f"scaled: BLIS fit {model.name} {anchor.name} TP{tp} x roofline ratio {gpu.name}/{anchor.name}",
     )
+    return _at_least_the_floor(scaled, model, gpu, tp)
 
 
 def measured_fits() -> list[tuple[str, str, int]]:
