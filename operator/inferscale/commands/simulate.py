@@ -154,7 +154,7 @@ def _too_long_notes(prepared: Prepared) -> list[str]:
     if counts.over_kv:
         notes.append(
             f"note: {counts.over_kv:,} of {n} requests are longer than one replica's KV cache holds "
-            f"({prepared.profile.kv_capacity_tokens - prepared.profile.block_size:,} tokens, a block short of its "
+            f"({prepared.run_config.engine.longest_in_cache:,} tokens, a block short of its "
             f"{prepared.profile.kv_capacity_tokens:,}): the engines refuse them, as vLLM does, and each counts "
             "as a miss"
         )

@@ -80,8 +80,13 @@ class EngineConfig:
     def longest_request(self) -> int:
         """Prompt + output tokens above which the engine refuses a request: beyond the model's context (vLLM
         answers 400), or a request that could never fit the KV cache."""
-        fits = self.kv_capacity_tokens - self.block_size
+        fits = self.longest_in_cache
         return fits if self.max_model_len is None else min(fits, self.max_model_len)
+
+    @property
+    def longest_in_cache(self) -> int:
+        """Prompt + output tokens one replica's KV cache holds: a block short of its capacity."""
+        return self.kv_capacity_tokens - self.block_size
 
 
 def _context_of(model: object) -> int | None:

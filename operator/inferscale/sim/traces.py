@@ -236,11 +236,19 @@ def load_request_curve(
     if kind == "servegen":
         raise TraceError(f"{p}: a ServeGen curve keeps its own windows: use load_rate_curve")
     arrays, span = _replayed_part(p, kind, rate_scale, time_scale, duration, start)
-    curve, covered = _covering_bins(arrays, span, window)
-    curve = [pt._replace(rate=pt.rate * rate_scale) for pt in curve]
+    # requests at one instant cover no time: they are counted over one window, as a rate needs some
+    covered = span if span > 0 else window
+    n = max(1, math.floor(covered / window + 0.5))
+    idx = np.minimum((arrays.arrival // window).astype(np.int64), n - 1)
+    lengths = np.full(n, window)
+    lengths[-1] = covered - (n - 1) * window
+    curve = [pt._replace(rate=pt.rate * rate_scale) for pt in _points(arrays, idx, lengths, window)]
     # a window cut short can be busier than any whole minute of the trace
     _check_peak(p, max(pt.rate for pt in curve) / rate_scale, rate_scale, time_scale, "minute")
     return curve, covered
+
+
+TAIL_FLOOR = 1.0  # seconds: the least a trace's last part-window is counted over
 
 
 def rate_curve(trace: Trace, window: float) -> list[RatePoint]:
@@ -257,29 +265,10 @@ def rate_curve(trace: Trace, window: float) -> list[RatePoint]:
     # 2-s tail read as 3% of its load. It keeps a bin of its own (joined to the window before, a light tail
     # lowered the need of a busy last minute: the oracle's Azure replay lost 0.5 point), counted over at
     # least a second: the trace ends on an arrival, and a tail of a millisecond would make it a peak.
-    span = trace.duration
-    n = max(1, math.ceil(span / window - 1e-9))
-    idx = np.minimum((arrays.arrival // window).astype(np.int64), n - 1)
+    idx, n = _bin_index(arrays, trace.duration, window)
     lengths = np.full(n, window)
-    lengths[-1] = min(window, max(span - (n - 1) * window, TAIL_FLOOR))
+    lengths[-1] = min(window, max(trace.duration - (n - 1) * window, TAIL_FLOOR))
     return _points(arrays, idx, lengths, window)
-
-
-TAIL_FLOOR = 1.0  # seconds: the least a trace's last part-window is counted over
-
-
-def _covering_bins(arrays: RequestArrays, span: float, window: float) -> tuple[list[RatePoint], float]:
-    """`window`-second bins over the `span` the requests cover, each counted over the time it covers, and that
-    time. The last runs to the end, half a window to one and a half long: a shorter part-window is joined to
-    the one before (the last request sits at the very end, and a tail of a second would make it a peak; counted
-    over a whole window, a tail of a second would read as a near-idle minute)."""
-    # requests at one instant cover no time: they are counted over one window, as a rate needs some
-    covered = span if span > 0 else window
-    n = max(1, math.floor(covered / window + 0.5))
-    idx = np.minimum((arrays.arrival // window).astype(np.int64), n - 1)
-    lengths = np.full(n, window)
-    lengths[-1] = covered - (n - 1) * window
-    return _points(arrays, idx, lengths, window), covered
 
 
 def _bin_index(arrays: RequestArrays, span: float, window: float) -> tuple[npt.NDArray[np.int64], int]:
