@@ -55,6 +55,19 @@ def _positive(option: str, value: float | None) -> None:
         raise PlanInputError(f"{option} must be a positive number, got {value}")
 
 
+KV_CACHE_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2")  # vLLM's --kv-cache-dtype choices
+
+
+def _kv_dtype(kv_cache_dtype: str, weight_dtype: str) -> str:
+    """What the KV cache stores: vLLM's "auto" keeps the model's activation dtype, BF16 even for FP8 weights."""
+    choice = kv_cache_dtype.lower()
+    if choice not in KV_CACHE_DTYPES:
+        raise PlanInputError(f"--kv-cache-dtype {kv_cache_dtype!r} is not known; known: {', '.join(KV_CACHE_DTYPES)}")
+    if choice.startswith("fp8"):
+        return "fp8"
+    return "fp16" if weight_dtype == "fp16" else "bf16"
+
+
 def build_plan(
     model: str,
     gpu: str,
@@ -70,6 +83,7 @@ def build_plan(
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
     traffic: plan_trace.TraceLoad | None = None,
+    kv_cache_dtype: str = "auto",
 ) -> dict[str, Any]:
     """The plan as one JSON-ready dict; raises PlanInputError or PerfError with a user-facing message.
     With `traffic`, the one-request tables are at its mean lengths and the replicas for its most demanding window."""
@@ -82,6 +96,7 @@ def build_plan(
         input_tokens, output_tokens = traffic.mean_lengths
     if dtype.lower() not in DTYPE_BYTES:
         raise PlanInputError(f"--dtype {dtype!r} is not known; known: {', '.join(sorted(DTYPE_BYTES))}")
+    kv_dtype = _kv_dtype(kv_cache_dtype, dtype.lower())
     if (input_tokens is None) != (output_tokens is None):
         raise PlanInputError("give both --input-tokens and --output-tokens, or neither")
     if rps is not None and input_tokens is None:
@@ -122,14 +137,14 @@ def build_plan(
                 raise PlanInputError(f"{too_long}; lower --input-tokens or --output-tokens")
     # What the memory allows: one full-length request with the capacity model's headroom, or any KV cache.
     wanted = 1 if input_tokens is None or output_tokens is None or too_long else input_tokens + output_tokens
-    enough = utilization_needed(model, gpu, tp, math.ceil(wanted / KV_HEADROOM), dtype, *limits)
+    enough = utilization_needed(model, gpu, tp, math.ceil(wanted / KV_HEADROOM), dtype, *limits, kv_dtype)
     utilization_is_short = gpu_memory_utilization < enough <= 1
     remedies = ["raise --tp", "use a larger --gpu"]
     if utilization_is_short:
         purpose = f"enough for one request of {request}" if wanted > 1 else "the least that leaves a KV cache"
         remedies.insert(0, f"raise --gpu-memory-utilization to at least {enough:g} ({purpose})")
     try:
-        mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
+        mem = replica_memory(model, gpu, tp, gpu_memory_utilization, dtype, *limits, kv_dtype)
     except DoesNotFit:
         if not utilization_is_short:
             raise  # not even all of the GPU's memory would do: the perf model's message says why
@@ -139,7 +154,7 @@ def build_plan(
             f"{model_spec(model).name}'s {dtype} weights and reserve need more than the {usable:.1f} GiB it makes "
             f"usable on each {gpu_spec(gpu).name}; {_either(remedies)}"
         ) from None
-    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits)
+    profile = replica_profile(model, gpu, tp, gpu_memory_utilization, dtype, *limits, kv_dtype)
     if input_tokens is not None and output_tokens is not None and wanted > profile.kv_capacity_tokens:
         # vLLM refuses to start when max_model_len exceeds the KV cache: no SLO can be met
         too_long = (
@@ -157,6 +172,7 @@ def build_plan(
         "tp": profile.tp,
         "gpus_per_replica": profile.gpus,
         "dtype": dtype,
+        "kv_cache_dtype": kv_dtype,
         "gpu_memory_utilization": gpu_memory_utilization,
         "memory_per_gpu_bytes": {
             "total": mem.total,
@@ -315,7 +331,8 @@ def _gib(n: int) -> str:
 
 def _render(plan: dict[str, Any], console: Console) -> None:
     mem = plan["memory_per_gpu_bytes"]
-    t = Table(title=f"{plan['model']} on {plan['gpu']} x{plan['tp']} ({plan['dtype']}): memory per GPU")
+    precision = f"{plan['dtype']}, KV {plan['kv_cache_dtype']}"
+    t = Table(title=f"{plan['model']} on {plan['gpu']} x{plan['tp']} ({precision}): memory per GPU")
     t.add_column("item")
     t.add_column("value", justify="right")
     t.add_row("total", _gib(mem["total"]))
@@ -387,6 +404,9 @@ def plan(
     tp: Annotated[int, typer.Option(help="Tensor parallelism (GPUs per replica).")] = 1,
     gpu_memory_utilization: Annotated[float, typer.Option(help="vLLM --gpu-memory-utilization.")] = 0.9,
     dtype: Annotated[str, typer.Option(help="Weight precision: bf16, fp16 or fp8.")] = "bf16",
+    kv_cache_dtype: Annotated[
+        str, typer.Option(help="vLLM --kv-cache-dtype: auto (the model's BF16/FP16) or fp8 (half the bytes).")
+    ] = "auto",
     rps: Annotated[float | None, typer.Option(help="Load to size for, requests/s.")] = None,
     input_tokens: Annotated[int | None, typer.Option(help="Mean prompt length.")] = None,
     output_tokens: Annotated[int | None, typer.Option(help="Mean output length.")] = None,
@@ -449,6 +469,7 @@ def plan(
             max_num_seqs,
             max_num_batched_tokens,
             traffic,
+            kv_cache_dtype,
         )
     except (checks.InputError, PerfError) as e:
         typer.echo(f"error: {e}", err=True)

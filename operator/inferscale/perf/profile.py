@@ -26,6 +26,7 @@ class ReplicaProfile:
     step: StepCoefficients
     gpu_memory_utilization: float = 0.9  # what the profile was built with, so it can be rebuilt with other limits
     weight_dtype: str = "bf16"
+    kv_dtype: str = "bf16"  # vLLM's --kv-cache-dtype: "auto" stores the model's activation dtype (BF16)
 
 
 def batch_limits(
@@ -56,13 +57,14 @@ def replica_memory(
     weight_dtype: str = "bf16",
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    kv_dtype: str = "bf16",
 ) -> MemoryBreakdown:
     """Per-GPU memory breakdown of one replica (raises UnknownModel, UnknownGPU, InvalidParallelism,
     DoesNotFit, PerfError). Batch limits left None are vLLM's defaults for the GPU."""
     m, g = model_spec(model), gpu_spec(gpu)
     check_tp(m, tp)
     seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
-    return memory_breakdown(m, g, tp, gpu_memory_utilization, seqs, tokens, BLOCK_SIZE, weight_dtype)
+    return memory_breakdown(m, g, tp, gpu_memory_utilization, seqs, tokens, BLOCK_SIZE, weight_dtype, kv_dtype)
 
 
 def utilization_needed(
@@ -73,13 +75,14 @@ def utilization_needed(
     weight_dtype: str = "bf16",
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    kv_dtype: str = "bf16",
 ) -> float:
     """The smallest gpu_memory_utilization (hundredths) at which one replica's KV cache holds `kv_tokens`;
     above 1 when none does. Raises as `replica_memory` does for an unknown model, GPU or bad TP."""
     m, g = model_spec(model), gpu_spec(gpu)
     check_tp(m, tp)
     seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
-    return utilization_for(m, g, tp, seqs, tokens, kv_tokens, BLOCK_SIZE, weight_dtype)
+    return utilization_for(m, g, tp, seqs, tokens, kv_tokens, BLOCK_SIZE, weight_dtype, kv_dtype)
 
 
 def replica_profile(
@@ -90,10 +93,11 @@ def replica_profile(
     weight_dtype: str = "bf16",
     max_num_seqs: int | None = None,
     max_num_batched_tokens: int | None = None,
+    kv_dtype: str = "bf16",
 ) -> ReplicaProfile:
     m, g = model_spec(model), gpu_spec(gpu)
     seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
-    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, weight_dtype, seqs, tokens)
+    mem = replica_memory(model, gpu, tp, gpu_memory_utilization, weight_dtype, seqs, tokens, kv_dtype)
     return ReplicaProfile(
         model=m.name,
         gpu=g.name,
@@ -107,6 +111,7 @@ def replica_profile(
         step=step_coefficients(m, g, tp, mem.kv_bytes_per_token, weight_dtype),
         gpu_memory_utilization=gpu_memory_utilization,
         weight_dtype=weight_dtype,
+        kv_dtype=kv_dtype,
     )
 
 
@@ -121,4 +126,5 @@ def with_limits(profile: ReplicaProfile, max_num_seqs: int, max_num_batched_toke
         profile.weight_dtype,
         max_num_seqs,
         max_num_batched_tokens,
+        profile.kv_dtype,
     )

@@ -18,19 +18,16 @@ def _concurrency(row: CalibrationRow) -> int:
     return int(row.case.rsplit("c=", 1)[1])
 
 
-def test_nim_8b_itl_within_30_percent_for_concurrency_1_to_250() -> None:
-    rows = [r for r in nim_8b_rows() if "ITL" in r.case]
-    assert len(rows) == 8 and _worst(rows) <= 30
+def test_nim_8b_itl_and_throughput_within_11_percent_below_saturation() -> None:
+    # NIM's tok/s stops rising past concurrency 100: queueing there is not modelled, those rows are reported only
+    rows = [r for r in nim_8b_rows() if ("ITL" in r.case or "tok/s" in r.case) and _concurrency(r) <= 100]
+    assert len(rows) == 10 and _worst(rows) <= 11
 
 
-def test_nim_8b_throughput_within_22_percent_below_saturation() -> None:
-    rows = [r for r in nim_8b_rows() if "tok/s" in r.case and _concurrency(r) <= 100]
-    assert len(rows) == 5 and _worst(rows) <= 22
-
-
-def test_ttft_without_queueing_within_15_percent() -> None:
+def test_idle_ttft_within_25_percent_of_the_clients_figure() -> None:
+    # the model's is the engine's TTFT; NIM's client also times HTTP, tokenising and the first streamed chunk
     rows = [r for r in nim_8b_rows() + nim_70b_rows() if "TTFT" in r.case]
-    assert len(rows) == 2 and _worst(rows) <= 15
+    assert len(rows) == 2 and _worst(rows) <= 25
 
 
 def test_nim_70b_fp8_tp2_within_10_percent_below_saturation() -> None:

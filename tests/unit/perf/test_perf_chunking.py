@@ -44,11 +44,11 @@ def test_a_long_prompt_chunk_is_over_the_slo_and_the_suggested_limits_fit() -> N
     assert op.itl <= 0.05 < step.step_s / 3 and step.batch == pytest.approx(op.batch)
     assert step.chunk_tokens == profile.max_num_batched_tokens - round(op.batch)
     assert step.within_slo is False and step.fitting is not None
-    assert (step.fitting.max_num_batched_tokens, step.fitting.max_num_seqs) == (2048, 1024)
+    assert (step.fitting.max_num_batched_tokens, step.fitting.max_num_seqs) == (1792, 1024)
     text = advice(step, 0.05)
-    assert "over the ITL SLO 50 ms" in text and "vLLM --max-num-batched-tokens 2048 --max-num-seqs 1024" in text
+    assert "over the ITL SLO 50 ms" in text and "vLLM --max-num-batched-tokens 1792 --max-num-seqs 1024" in text
     sglang = advice(step, 0.05, "sglang")
-    assert "SGLang --chunked-prefill-size 2048 --max-running-requests 1024" in sglang
+    assert "SGLang --chunked-prefill-size 1792 --max-running-requests 1024" in sglang
 
 
 def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, itl: float) -> bool:

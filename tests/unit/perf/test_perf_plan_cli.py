@@ -197,12 +197,12 @@ def test_an_slo_no_load_meets_is_explained_with_the_floor_one_replica_reaches(
     assert plan["slo_floor"] == {"ttft_p95": pytest.approx(ttft), "itl": pytest.approx(itl)}
     note = plan["unattainable"]
     assert f"no load meets {named} at 1,000 in / 200 out" in note
-    assert "TTFT P95 23.1 ms and mean ITL 5.9 ms at best" in note  # rounded up, so that SLO is reachable
+    assert "TTFT P95 23.1 ms and mean ITL 6.0 ms at best" in note  # rounded up, so that SLO is reachable
     assert not_named is None or not_named not in note
     result = runner.invoke(app, [*BASE, *LOAD, *slos])
     assert result.exit_code == 0 and f"note: {note}." in " ".join(result.stdout.split())  # the console wraps it
     # the floor is what it says: an SLO just above it leaves capacity
-    assert _json([*BASE, *LOAD, "--slo-ttft", "29ms", "--slo-itl", "5.9ms"])["replica_capacity_rps"] > 0
+    assert _json([*BASE, *LOAD, "--slo-ttft", "29ms", "--slo-itl", "6.0ms"])["replica_capacity_rps"] > 0
 
 
 def test_an_attainable_slo_has_a_floor_and_no_explanation() -> None:
@@ -424,3 +424,21 @@ def test_trace_flags_without_a_trace_are_refused_not_ignored(extra: list[str], m
 def test_a_missing_trace_is_named(tmp_path: Any) -> None:
     result = runner.invoke(app, [*BASE, "--trace", str(tmp_path / "nope.csv")])
     assert result.exit_code == 2 and "nope.csv" in result.stderr and "Traceback" not in result.output
+
+
+def test_an_fp8_kv_cache_halves_each_tokens_bytes_and_serves_more_long_requests() -> None:
+    long_requests = ["--rps", "50", "--input-tokens", "4000", "--output-tokens", "400"]
+    auto, fp8 = _json([*BASE, *long_requests]), _json([*BASE, *long_requests, "--kv-cache-dtype", "fp8"])
+    assert (auto["kv_cache_dtype"], fp8["kv_cache_dtype"]) == ("bf16", "fp8")
+    assert fp8["kv_bytes_per_token"] * 2 == auto["kv_bytes_per_token"]
+    assert fp8["step"]["c_kv"] == pytest.approx(auto["step"]["c_kv"] / 2)
+    assert fp8["replica_capacity_rps"] > auto["replica_capacity_rps"]
+    assert fp8["replicas_needed"] <= auto["replicas_needed"]
+    # vLLM's "auto" keeps the activation dtype: FP8 weights alone do not shrink the KV cache's tokens
+    assert _json([*BASE, "--dtype", "fp8"])["kv_bytes_per_token"] == auto["kv_bytes_per_token"]
+
+
+def test_an_unknown_kv_cache_dtype_is_refused_with_the_choices() -> None:
+    assert "--kv-cache-dtype 'int4' is not known; known: auto, fp8, fp8_e4m3, fp8_e5m2" in _error(
+        [*BASE, "--kv-cache-dtype", "int4"]
+    )
