@@ -1,10 +1,10 @@
 """A Deployment of simulated vLLM replicas behind a least-outstanding-requests router.
 
 Replicas cost GPU time from creation (cold start is paid for) and serve only once Ready, after a
-time-to-ready drawn per replica. Scale-down removes the least-loaded replicas (newest on ties; a
-pending replica has no load, so it goes first), as the operator steers the ReplicaSet to with
-pod-deletion-cost (adapters.deletion_cost): they leave the router at once and drain their
-in-flight requests, billed until the last one finishes. Requests that arrive while no replica is
+time-to-ready drawn per replica. Scale-down removes pending replicas first, then, for a policy that steers
+the ReplicaSet with pod-deletion-cost as the operator does (adapters.deletion_cost), the least-loaded Ready
+replicas; otherwise the ReplicaSet's own choice, the most recently Ready. Removed replicas leave the router
+at once and drain their in-flight requests, billed until the last one finishes. Requests that arrive while no replica is
 Ready wait in the router's queue; that wait is part of their TTFT.
 """
 
@@ -81,8 +81,10 @@ class Fleet:
         time_to_ready: TimeToReady,
         seed: int = 0,
         outcomes: Outcomes | None = None,
+        least_loaded_victims: bool = True,
     ) -> None:
         self.cfg = cfg
+        self.least_loaded_victims = least_loaded_victims
         self.gpus = gpus_per_replica
         self.ttr = time_to_ready
         self.outcomes = outcomes
@@ -138,10 +140,13 @@ class Fleet:
                 self.pending.append(r)
                 heapq.heappush(self._ready_heap, (ready_at, len(self.replicas), r))
             return True
-        # A ReplicaSet removes pods that are not Ready first (controller.ActivePods ranking), then the least
-        # loaded (the deletion cost every policy gets here), newest first among equals.
+        # A ReplicaSet removes pods that are not Ready first (controller.ActivePods ranking), then those of
+        # the lowest pod-deletion-cost (the least loaded, when the policy sets it), then the most recently Ready.
         candidates = sorted(self.pending, key=lambda r: -r.created_at)
-        candidates += sorted(self.ready, key=lambda r: (r.engine.outstanding, -r.created_at))
+        if self.least_loaded_victims:
+            candidates += sorted(self.ready, key=lambda r: (r.engine.outstanding, -r.ready_at, -r.created_at))
+        else:
+            candidates += sorted(self.ready, key=lambda r: (-r.ready_at, -r.created_at))
         for r in candidates[: current - n]:
             self._remove(r, now)
         return True

@@ -23,7 +23,7 @@ from inferscale.sim.decisions import DecisionLog, DecisionRecord
 from inferscale.sim.engine import EngineConfig, Outcomes
 from inferscale.sim.fleet import Fleet, TimeToReady
 from inferscale.sim.observe import Observer
-from inferscale.sim.policy import ScalingPolicy
+from inferscale.sim.policy import ScalingPolicy, steers_deletion
 from inferscale.sim.requests import Trace
 from inferscale.sim.scores import Scores, score
 from inferscale.sim.traces import RequestArrays
@@ -119,7 +119,7 @@ def run_policy(
     started = time.perf_counter()
     n = len(workload)
     outcomes = Outcomes(n)
-    fleet = Fleet(cfg.engine, cfg.gpus_per_replica, cfg.time_to_ready, cfg.seed, outcomes)
+    fleet = Fleet(cfg.engine, cfg.gpus_per_replica, cfg.time_to_ready, cfg.seed, outcomes, steers_deletion(policy))
     fleet.start(cfg.initial_replicas)
     observer = Observer(cfg.scrape_interval)
     timeline = Timeline()

@@ -77,3 +77,24 @@ def test_scale_down_removes_a_pending_replica_before_an_idle_ready_one_created_a
     assert fleet.pending == [older_pending] and fleet.ready == [newer_ready]
     fleet.scale_to(1, 70.0)
     assert older_pending.deleted_at == 70.0 and fleet.ready == [newer_ready]
+
+
+@pytest.mark.parametrize("least_loaded", [True, False])
+def test_a_scale_down_removes_the_least_loaded_only_for_a_policy_that_sets_deletion_cost(
+    engine_cfg: EngineConfig, least_loaded: bool
+) -> None:
+    # the peers set spec.replicas only: the ReplicaSet then removes the most recently Ready pod, however busy
+    fleet = Fleet(engine_cfg, 1, TimeToReady(10, 10), least_loaded_victims=least_loaded)
+    fleet.start(1)
+    fleet.scale_to(2, 0.0)
+    fleet.promote(10.0)
+    older, newer = fleet.replicas
+    fleet.route(20.0, 100, 5, 0, 20.0)  # the loads tie: the oldest gets it, and is done within a second
+    fleet.route(20.0, 100, 10_001, 1, 20.0)  # a minute of decoding on the newer one
+    fleet.advance_all(30.0)
+    assert (older.engine.outstanding, newer.engine.outstanding) == (0, 1)
+    fleet.scale_to(1, 30.0)
+    if least_loaded:
+        assert fleet.ready == [newer] and older.deleted_at == 30.0 and not fleet.draining
+    else:
+        assert fleet.ready == [older] and fleet.draining == [newer]

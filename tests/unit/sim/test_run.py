@@ -107,3 +107,24 @@ def test_side_by_side_in_a_process_pool_equals_one_by_one(engine_cfg: EngineConf
     for name in plans:
         assert pooled[name].scores == serial[name].scores
     assert pooled["big"].scores.slo_attainment > pooled["small"].scores.slo_attainment
+
+
+@pytest.mark.parametrize("steers", [True, False])
+def test_the_fleet_removes_the_least_loaded_only_for_a_policy_that_steers_deletion(
+    engine_cfg: EngineConfig, steers: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import inferscale.sim.run as run
+
+    made: list[run.Fleet] = []
+
+    class Recorded(run.Fleet):
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            made.append(self)
+
+    monkeypatch.setattr(run, "Fleet", Recorded)
+    policy = Scripted({0: 2})
+    if steers:
+        policy.steers_deletion = True  # type: ignore[attr-defined]
+    run_policy(poisson(5, 30), policy, config(engine_cfg, 2))
+    assert [f.least_loaded_victims for f in made] == [steers]

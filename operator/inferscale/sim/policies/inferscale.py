@@ -108,6 +108,7 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
 
 class Inferscale:
     name = "inferscale"
+    steers_deletion = True  # the operator sets pod-deletion-cost before a scale-down
 
     def __init__(self, ctx: PolicyContext) -> None:
         self.ctx = ctx

@@ -32,6 +32,7 @@ WINDOW = 60.0
 
 class Oracle:
     name = "oracle"
+    steers_deletion = True  # a bound: it loses nothing to the ReplicaSet's choice of pods
 
     def __init__(self, ctx: PolicyContext, window: float = WINDOW) -> None:
         self.interval = ctx.interval

@@ -5,6 +5,7 @@ from tests.unit.sim.policies.policy_fixtures import make_ctx, make_obs
 
 from inferscale.scaling.types import Observation
 from inferscale.sim.policies import POLICY_NAMES, make_policy
+from inferscale.sim.policy import steers_deletion
 
 
 def test_every_documented_policy_is_registered() -> None:
@@ -100,3 +101,9 @@ def test_policies_made_from_one_context_do_not_share_state(name: str) -> None:
 def test_context_rejects_bad_values(overrides: dict[str, object], fragment: str) -> None:
     with pytest.raises(ValueError, match=fragment.replace("[", r"\[").replace("]", r"\]")):
         make_ctx(**overrides)
+
+
+def test_only_inferscale_and_the_oracles_choose_which_replicas_a_scale_down_removes() -> None:
+    # inferscale sets pod-deletion-cost (adapters/deletion_cost.py); no peer steers the ReplicaSet's choice
+    steering = {name for name in POLICY_NAMES if steers_deletion(make_policy(name, make_ctx()))}
+    assert steering == {"inferscale", "oracle", "reactive-oracle"}
