@@ -89,7 +89,8 @@ def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
 def idle_ttft(cfg: EngineConfig, input_tokens: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """Each prompt's TTFT alone on an idle replica: its chunked-prefill steps, no queue."""
     inputs = input_tokens.astype(np.float64)
-    return np.asarray(np.ceil(inputs / cfg.max_num_batched_tokens) * cfg.c0 + inputs * cfg.c_prefill)
+    prompt = inputs * cfg.c_prefill + cfg.c_attn * inputs * inputs / 2
+    return np.asarray(np.ceil(inputs / cfg.max_num_batched_tokens) * cfg.c0 + prompt)
 
 
 def slo_ttft_for(input_tokens: npt.NDArray[np.int64], output_tokens: npt.NDArray[np.int64], cfg: EngineConfig) -> float:
@@ -320,7 +321,8 @@ def closed_loop(
     inflight: set[int] = set()
     # Users start spread over one request's unloaded latency: started together, they would stay in
     # lockstep forever (equal lengths) and every prompt would land in the same step.
-    spread = cfg.step_time(input_tokens, 0, 0) + (output_tokens - 1) * cfg.step_time(0, 1, input_tokens)
+    prefill = cfg.step_time(input_tokens, 0, 0, input_tokens**2 / 2)
+    spread = prefill + (output_tokens - 1) * cfg.step_time(0, 1, input_tokens)
     for rid in range(users):
         t = submitted[rid] = spread * rid / users
         engine.submit_tokens(t, input_tokens, output_tokens, t, rid)
@@ -450,7 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no trace found in {args.traces}", file=sys.stderr)
         return 2
     speed = measure_speed(runs)
-    cfg = EngineConfig.from_profile(profile)
+    # at NIM's precision, as the calibration compares (`perf/calibration.py`); the replays above run BF16
+    cfg = EngineConfig.from_profile(replica_profile(MODEL, GPU, weight_dtype="fp8", kv_dtype="fp8"))
     nim = []
     for users in (1, 25, 100, 200):
         ttft, itl, tps = closed_loop(cfg, users, *NIM_8B_LENGTHS)

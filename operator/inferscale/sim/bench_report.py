@@ -522,8 +522,9 @@ def write_report(
         )
     lines += [
         "",
-        "NIM ran FP8 TRT-LLM/vLLM engines; the simulated replica uses the BF16 vLLM step coefficients "
-        "(`perf/steptime.py`), so a higher ITL at low concurrency is expected.",
+        "NIM ran FP8 engines, so the simulated replica here has FP8 weights and an FP8 KV cache, as in the "
+        "calibration below (the replays above run BF16). TTFT is the engine's: NIM's client also times HTTP and "
+        "tokenising.",
         "",
         "## Perf-model calibration (`inferscale.perf.calibration`)",
         "",
