@@ -321,8 +321,10 @@ def closed_loop(
     inflight: set[int] = set()
     # Users start spread over one request's unloaded latency: started together, they would stay in
     # lockstep forever (equal lengths) and every prompt would land in the same step.
-    prefill = cfg.step_time(input_tokens, 0, 0, input_tokens**2 / 2)
-    spread = prefill + (output_tokens - 1) * cfg.step_time(0, 1, input_tokens)
+    step = cfg.step
+    spread = step.step_time(input_tokens, 0, 0, input_tokens**2 / 2) + (output_tokens - 1) * step.step_time(
+        0, 1, input_tokens
+    )
     for rid in range(users):
         t = submitted[rid] = spread * rid / users
         engine.submit_tokens(t, input_tokens, output_tokens, t, rid)

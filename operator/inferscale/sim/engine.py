@@ -26,6 +26,7 @@ from typing import Any
 
 from inferscale.perf.catalog import model_spec
 from inferscale.perf.errors import UnknownModel
+from inferscale.perf.steptime import StepCoefficients
 from inferscale.sim.requests import Request
 from inferscale.sim.vllm_buckets import ITL_BUCKETS, TTFT_BUCKETS
 
@@ -75,16 +76,10 @@ class EngineConfig:
             c_attn=float(getattr(step, "c_attn", 0.0) or 0.0),
         )
 
-    def step_time(
-        self, prefill_tokens: int, decode_seqs: int, context_tokens: int, attention_pairs: float = 0.0
-    ) -> float:
-        return (
-            self.c0
-            + self.c_prefill * prefill_tokens
-            + self.c_decode * decode_seqs
-            + self.c_kv * context_tokens
-            + self.c_attn * attention_pairs
-        )
+    @property
+    def step(self) -> StepCoefficients:
+        """The step-time model this engine runs (its hot loop inlines the same sum)."""
+        return StepCoefficients(self.c0, self.c_prefill, self.c_decode, self.c_kv, "engine", self.c_attn)
 
     @property
     def longest_request(self) -> int:
