@@ -191,7 +191,6 @@ def build_plan(
             "c_prefill": profile.step.c_prefill,
             "c_decode": profile.step.c_decode,
             "c_kv": profile.step.c_kv,
-            "c_attn": profile.step.c_attn,
             "source": profile.step.source,
         },
         "input_tokens": input_tokens,
@@ -353,7 +352,7 @@ def _render(plan: dict[str, Any], console: Console) -> None:
     r.add_row(
         "step time",
         f"{s['c0'] * 1e3:.2f} ms + {s['c_prefill'] * 1e6:.2f} µs/prefill token + {s['c_decode'] * 1e6:.2f} µs/seq"
-        f" + {s['c_kv'] * 1e9:.1f} ns/context token + {s['c_attn'] * 1e9:.2f} ns/pair of prompt tokens",
+        f" + {s['c_kv'] * 1e9:.1f} ns/context token",
     )
     r.add_row("step-time source", s["source"])
     console.print(r)

@@ -8,16 +8,13 @@ TRT-LLM's FP8 recipes quantise the KV cache too; the published pages do not say)
 
 Closed-loop benchmarks (a fixed concurrency N, each user sending the next request when one finishes):
 a request's decode steps carry N sequences, the other N−1 users' prompts spread over the O steps
-((N−1)·I/O prefill tokens and (N−1)·I²/(2·O) attention pairs per step) and N·(I + O/2) context tokens;
-TTFT is one step carrying the own prompt; throughput = N·O / (TTFT + ITL·(O−1)). Queueing beyond the
-engine's batch limit is not modelled here, so rows past the measured saturation point are reported but not
-held to the tolerance. The TTFT rows at N = 1 compare the capacity model's own idle TTFT (`slo_floor`, what
-`plan` reports and sizes with), not a formula of this module, so the tolerance holds for the figure users
-see. That TTFT is the engine's (what vLLM's TTFT histogram and the SLO measure); the benchmarks' clients
-also time HTTP, tokenising and streaming the first chunk, so the model should read below them. The 70B's
-reads 11% above: at 5,000 tokens, the FP8 roofline's prefill (45% of the FP8 peak) plus attention is slower
-than NIM's engine, as TRT-LLM's long-prompt peaks also say (the rows of 2,048 and 5,000 tokens read 22-23%
-low).
+((N−1)·I/O prefill tokens per step) and N·(I + O/2) context tokens; TTFT is one step carrying the own
+prompt; throughput = N·O / (TTFT + ITL·(O−1)). Queueing beyond the engine's batch limit is not modelled
+here, so rows past the measured saturation point are reported but not held to the tolerance. The TTFT rows at
+N = 1 compare the capacity model's own idle TTFT (`slo_floor`, what `plan` reports and sizes with), not a
+formula of this module, so the tolerance holds for the figure users see. That TTFT is the engine's
+(what vLLM's TTFT histogram and the SLO measure); the benchmarks' clients also time HTTP, tokenising and
+streaming the first chunk, so the model should read below them.
 """
 
 from __future__ import annotations
@@ -73,12 +70,12 @@ class CalibrationRow:
 
 def closed_loop_itl(profile: ReplicaProfile, concurrency: int, input_tokens: int, output_tokens: int) -> float:
     n, i, o = concurrency, input_tokens, output_tokens
-    return profile.step.step_time((n - 1) * i / o, n, n * (i + o / 2), (n - 1) * i * i / (2 * o))
+    return profile.step.step_time(round((n - 1) * i / o), n, round(n * (i + o / 2)))
 
 
 def closed_loop_ttft(profile: ReplicaProfile, concurrency: int, input_tokens: int, output_tokens: int) -> float:
     itl = closed_loop_itl(profile, concurrency, input_tokens, output_tokens)
-    return itl + profile.step.prompt_seconds(input_tokens)
+    return itl + profile.step.c_prefill * input_tokens
 
 
 def closed_loop_tokens_per_s(profile: ReplicaProfile, concurrency: int, input_tokens: int, output_tokens: int) -> float:
@@ -128,7 +125,7 @@ def saturated_tokens_per_s(profile: ReplicaProfile, input_tokens: int, output_to
     b = min(
         profile.max_num_seqs, profile.kv_capacity_tokens / (i + o / 2), profile.max_num_batched_tokens / (1 + i / o)
     )
-    return b / profile.step.step_time(b * i / o, b, b * (i + o / 2), b * i * i / (2 * o))
+    return b / profile.step.step_time(round(b * i / o), round(b), round(b * (i + o / 2)))
 
 
 def trtllm_8b_rows() -> list[CalibrationRow]:

@@ -3,10 +3,9 @@
 A replica is a birth-death queue whose service rate depends on how many requests it holds
 (the state-dependent model of WVA's queue analyzer, reference §2.4 item 5):
 - with b sequences in the batch, input length I and output length O, every step emits one token per
-  sequence, so b/O requests finish per step and as many start; their prompts add b·I/O prefill tokens
-  (and b·I²/(2·O) attention pairs) to every step (chunked prefill) and the batch holds b·(I + O/2)
-  context tokens on average; ITL(b) = step(prefill=b·I/O, decode=b, context=b·(I + O/2), pairs=b·I²/(2·O))
-  and the departure rate is μ(b) = b / (O·ITL(b));
+  sequence, so b/O requests finish per step and as many start; their prompts add b·I/O prefill tokens to
+  every step (chunked prefill) and the batch holds b·(I + O/2) context tokens on average;
+  ITL(b) = step(prefill=b·I/O, decode=b, context=b·(I + O/2)) and the departure rate is μ(b) = b / (O·ITL(b));
 - b is capped at c = min(max_num_seqs, 0.9 · KV capacity / (I + O), max_num_batched_tokens / (1 + I/O));
   requests beyond c wait, served at μ(c). The KV cap counts full-length sequences with 10% headroom
   because vLLM admits on the blocks a prompt needs now and preempts (and recomputes) when the running
@@ -15,7 +14,7 @@ A replica is a birth-death queue whose service rate depends on how many requests
   rate and misses it at +10% (see the cross-check in the perf report);
 - Poisson arrivals at λ give the stationary distribution π(n) ∝ Π_{k≤n} λ/μ(min(k, c)), geometric beyond c.
 Mean ITL is token-weighted over π (what vLLM's ITL histogram mean measures). TTFT of an arrival that finds
-n < c others is one step to join plus its own prefill steps, s(n) = (1 + chunks)·ITL(n+1) + prefill(I);
+n < c others is one step to join plus its own prefill steps, s(n) = (1 + chunks)·ITL(n+1) + c_prefill·I;
 one that finds n ≥ c also waits an exponential time of rate μ(c)·(1 − λ/μ(c)) (the M/M/c tail), so
 TTFT P95 follows from π in closed form. Exponential service overstates the variance of fixed lengths:
 the error is on the safe side for a capacity prior. Both metrics grow with λ, so the capacity is the
@@ -88,8 +87,7 @@ class ReplicaQueue:
         s = profile.step
         b = np.arange(1, servers + 1, dtype=np.float64)
         self.servers = servers
-        prompt = s.prompt_seconds(i)
-        per_seq = prompt / o + s.c_decode + s.c_kv * (i + o / 2)  # one sequence's share of a step
+        per_seq = s.c_prefill * i / o + s.c_decode + s.c_kv * (i + o / 2)  # one sequence's share of a step
         self.itl: FloatArray = s.c0 + per_seq * b
         self.mu: FloatArray = b / (o * self.itl)
         self.log_mu_cum: FloatArray = np.cumsum(np.log(self.mu))
@@ -98,7 +96,7 @@ class ReplicaQueue:
         # engine, which schedules it at once), then its chunks, each a step of the others' work plus its own
         # chunk (its own share is its prompt, not a b-th of a step)
         in_flight = (b > 1).astype(np.float64)
-        self.service: FloatArray = (in_flight + chunks) * (s.c0 + per_seq * (b - 1)) + prompt
+        self.service: FloatArray = (in_flight + chunks) * (s.c0 + per_seq * (b - 1)) + s.c_prefill * i
         self.b = b
 
     def at(self, rate: float) -> tuple[float, float, float]:

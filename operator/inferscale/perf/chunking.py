@@ -54,9 +54,7 @@ def _step(
     b = round(batch)
     s = profile.step
     chunk = max(0, min(math.ceil(i), profile.max_num_batched_tokens - b))
-    # the prompt's last chunk, the one attending to the most tokens before it
-    pairs = chunk * (i - chunk / 2)
-    return batch, chunk, s.step_time(chunk, b, b * (i + o / 2), pairs)
+    return batch, chunk, s.c0 + s.c_prefill * chunk + s.c_decode * b + s.c_kv * b * (i + o / 2)
 
 
 def prefill_step(
@@ -82,7 +80,7 @@ def _fitting(
     s = profile.step
     b = round(batch)
     fixed = s.c0 + s.c_decode * b + s.c_kv * b * (i + o / 2)
-    room = (slo_itl - fixed) / (s.c_prefill + s.c_attn * i)  # a token's cost at the prompt's end, at most
+    room = (slo_itl - fixed) / s.c_prefill
     budget = math.floor((b + room) / BUDGET_STEP) * BUDGET_STEP if room > 0 else 0
     top = profile.max_num_batched_tokens - BUDGET_STEP
     budget = min(budget, top)

@@ -1,5 +1,4 @@
-"""Engine step time: t = c0 + c_prefill·prefill_tokens + c_decode·decode_seqs + c_kv·context_tokens
-+ c_attn·attention_pairs (seconds).
+"""Engine step time: t = c0 + c_prefill·prefill_tokens + c_decode·decode_seqs + c_kv·context_tokens (seconds).
 
 Coefficients come from the BLIS blackbox fits of vLLM v0.8.4 where published (BF16, reference §2.4 item 4)
 and from a roofline otherwise. The KV term is the same for both:
@@ -8,20 +7,11 @@ c_kv = K_KV · kv_bytes_per_token / (TP · HBM bandwidth): each context token's 
 default, FP8 with `--kv-cache-dtype fp8`) are read once per step at 1/K_KV of the GPU's peak bandwidth.
 K_KV = 1.3 is fitted, not guessed: it minimises the RMS error of every below-saturation calibration row
 (NIM 8B and 70B, TRT-LLM 8B peaks; `calibration.py`) with the measured engines' own precision, FP8 weights
-and FP8 KV, with the attention term below (RMS 8.6%; 1.0, the bandwidth floor, gives 12.3%, BLIS
-trained-physics' 1.95 about 15.5%: NIM's ITL slope alone fits 1.0, TRT-LLM's long-decode peaks 1.2-1.5).
-Until 2026-12-05 it was 0.55 per BF16 byte, fitted to the same NIM sweep against a BF16 replica: that
-read the KV cache at 1.8x the HBM bandwidth, and made long contexts cheaper than any engine serves them
-(4,000 in / 400 out on an 8B H100 replica at 500 ms / 50 ms: 6.86 req/s then, 5.05 with K_KV = 1.3, 4.81
-with the attention term as well).
-
-c_attn prices the prefill attention's FLOPs, the one term that grows with the square of a prompt: each
-prompt token attends to every token before it, 4·layers·heads·head_dim FLOPs per pair (QKᵀ and PV), so a
-prompt of P tokens costs c_attn·P²/2 however it is chunked (a chunk of k tokens starting at position s
-carries k·(s + k/2) pairs). At the GPU's prefill MFU, BF16 (the attention kernels run in BF16 whatever the
-weights). For Llama-3.1-8B on an H100 that is 1.2 ns per pair: a 4k-token prompt pays 14% over its linear
-prefill, 32k 110%, 128k 440% (reference §2.4: "attention ∝ L·ctx"; DistServe's quadratic term). The BLIS
-fits have no such term; their prompts were short enough that it hides in c_prefill.
+and FP8 KV (RMS 7.0%; 1.0, the bandwidth floor, gives 11.6%, BLIS trained-physics' 1.95 gives 14.9%: NIM's
+ITL slope alone fits 1.0, TRT-LLM's long-decode peaks 1.2-1.5). Until 2026-12-05 it was 0.55 per BF16
+byte, fitted to the same NIM sweep against a BF16 replica: that read the KV cache at 1.8x the HBM
+bandwidth, and made long contexts cheaper than any engine serves them (4,000 in / 400 out on an 8B H100
+replica at 500 ms / 50 ms: 6.86 req/s then, 5.05 now).
 """
 
 from __future__ import annotations
@@ -50,22 +40,9 @@ class StepCoefficients:
     c_decode: float  # seconds per decoding sequence in the step
     c_kv: float  # seconds per context token held by the step's sequences
     source: str  # "measured: BLIS ..." or "roofline"
-    c_attn: float = 0.0  # seconds per (prefill token, earlier token of its sequence) pair
 
-    def step_time(
-        self, prefill_tokens: float, decode_seqs: float, context_tokens: float, attention_pairs: float = 0.0
-    ) -> float:
-        return (
-            self.c0
-            + self.c_prefill * prefill_tokens
-            + self.c_decode * decode_seqs
-            + self.c_kv * context_tokens
-            + self.c_attn * attention_pairs
-        )
-
-    def prompt_seconds(self, prompt_tokens: float) -> float:
-        """The prefill work of one whole prompt, over however many steps it is chunked."""
-        return self.c_prefill * prompt_tokens + self.c_attn * prompt_tokens * prompt_tokens / 2
+    def step_time(self, prefill_tokens: int, decode_seqs: int, context_tokens: int) -> float:
+        return self.c0 + self.c_prefill * prefill_tokens + self.c_decode * decode_seqs + self.c_kv * context_tokens
 
 
 # (model, gpu, tp) -> (c0 s, c_prefill s/token, c_decode s/seq), BLIS blackbox fits on vLLM v0.8.4, BF16
@@ -104,10 +81,6 @@ def kv_coefficient(kv_bytes_per_token: int, gpu: GPUSpec, tp: int) -> float:
     return K_KV * kv_bytes_per_token / (tp * gpu.hbm_bandwidth)
 
 
-def attention_coefficient(model: ModelSpec, gpu: GPUSpec, tp: int) -> float:
-    return 4 * model.layers * model.attention_heads * model.head_dim / (tp * gpu.bf16_flops * gpu.mfu_prefill)
-
-
 def roofline_coefficients(
     model: ModelSpec, gpu: GPUSpec, tp: int, kv_bytes_per_token: int, weight_dtype: str = "bf16"
 ) -> StepCoefficients:
@@ -119,12 +92,7 @@ def roofline_coefficients(
     peak = gpu.fp8_flops if weight_dtype == "fp8" and gpu.fp8_flops is not None else gpu.bf16_flops
     c_prefill = 2 * model.parameters / (tp * peak * gpu.mfu_prefill)
     return StepCoefficients(
-        c0,
-        c_prefill,
-        PER_SEQ_S,
-        kv_coefficient(kv_bytes_per_token, gpu, tp),
-        f"roofline ({weight_dtype})",
-        attention_coefficient(model, gpu, tp),
+        c0, c_prefill, PER_SEQ_S, kv_coefficient(kv_bytes_per_token, gpu, tp), f"roofline ({weight_dtype})"
     )
 
 
@@ -150,7 +118,6 @@ def step_coefficients(
             c_decode,
             c_kv,
             f"measured: BLIS blackbox fit, vLLM v0.8.4 BF16, {model.name} {gpu.name} TP{tp}; c_kv fitted (K_KV)",
-            attention_coefficient(model, gpu, tp),
         )
         return _at_least_the_floor(measured, model, gpu, tp)
     anchors = [gpu_spec(g) for (m, g, t) in _MEASURED if m == model.name and t == tp]
@@ -168,7 +135,6 @@ def step_coefficients(
         c_decode * step_ratio,
         c_kv,
         f"scaled: BLIS fit {model.name} {anchor.name} TP{tp} x roofline ratio {gpu.name}/{anchor.name}",
-        target.c_attn,
     )
     return _at_least_the_floor(scaled, model, gpu, tp)
 

@@ -89,8 +89,7 @@ def _lengths(curve: list[RatePoint]) -> tuple[float, float]:
 def idle_ttft(cfg: EngineConfig, input_tokens: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
     """Each prompt's TTFT alone on an idle replica: its chunked-prefill steps, no queue."""
     inputs = input_tokens.astype(np.float64)
-    prompt = inputs * cfg.c_prefill + cfg.c_attn * inputs * inputs / 2
-    return np.asarray(np.ceil(inputs / cfg.max_num_batched_tokens) * cfg.c0 + prompt)
+    return np.asarray(np.ceil(inputs / cfg.max_num_batched_tokens) * cfg.c0 + inputs * cfg.c_prefill)
 
 
 def slo_ttft_for(input_tokens: npt.NDArray[np.int64], output_tokens: npt.NDArray[np.int64], cfg: EngineConfig) -> float:
@@ -322,9 +321,7 @@ def closed_loop(
     # Users start spread over one request's unloaded latency: started together, they would stay in
     # lockstep forever (equal lengths) and every prompt would land in the same step.
     step = cfg.step
-    spread = step.step_time(input_tokens, 0, 0, input_tokens**2 / 2) + (output_tokens - 1) * step.step_time(
-        0, 1, input_tokens
-    )
+    spread = step.step_time(input_tokens, 0, 0) + (output_tokens - 1) * step.step_time(0, 1, input_tokens)
     for rid in range(users):
         t = submitted[rid] = spread * rid / users
         engine.submit_tokens(t, input_tokens, output_tokens, t, rid)

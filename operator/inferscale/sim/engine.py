@@ -46,13 +46,12 @@ class EngineConfig:
     c_decode: float  # seconds per decoding sequence
     c_kv: float = 0.0  # seconds per context token read by decoding sequences
     max_model_len: int | None = None  # prompt + output vLLM accepts (the model's context); None: no limit
-    c_attn: float = 0.0  # seconds per (prefill token, earlier token of its sequence) pair: prefill attention
 
     def __post_init__(self) -> None:
         for name in ("kv_capacity_tokens", "max_num_seqs", "max_num_batched_tokens", "block_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"EngineConfig.{name} must be positive, got {getattr(self, name)}")
-        if self.c0 <= 0 or min(self.c_prefill, self.c_decode, self.c_kv, self.c_attn) < 0:
+        if self.c0 <= 0 or min(self.c_prefill, self.c_decode, self.c_kv) < 0:
             raise ValueError("EngineConfig step coefficients must be non-negative and c0 positive")
         if self.max_model_len is not None and self.max_model_len <= 0:
             raise ValueError(f"EngineConfig.max_model_len must be positive, got {self.max_model_len}")
@@ -73,13 +72,12 @@ class EngineConfig:
             c_decode=float(step.c_decode),
             c_kv=float(getattr(step, "c_kv", 0.0) or 0.0),
             max_model_len=_context_of(getattr(profile, "model", None)),
-            c_attn=float(getattr(step, "c_attn", 0.0) or 0.0),
         )
 
     @property
     def step(self) -> StepCoefficients:
         """The step-time model this engine runs (its hot loop inlines the same sum)."""
-        return StepCoefficients(self.c0, self.c_prefill, self.c_decode, self.c_kv, "engine", self.c_attn)
+        return StepCoefficients(self.c0, self.c_prefill, self.c_decode, self.c_kv, "engine")
 
     @property
     def longest_request(self) -> int:
@@ -387,9 +385,6 @@ class ReplicaEngine:
         n = self._n_decode
         prefill_tokens = cfg.max_num_batched_tokens - n - budget
         dt = cfg.c0 + cfg.c_prefill * prefill_tokens + cfg.c_decode * n + cfg.c_kv * self._kv_raw()
-        if cfg.c_attn:
-            # each chunk's tokens attend to the sequence's tokens before them: k·(computed + k/2) pairs
-            dt += cfg.c_attn * sum(c * (seq.computed + c / 2) for seq, c in chunks)
         if n:
             self._observe_itl_run(dt, 0.0, 1, n)
             self.generation_tokens_total += n

@@ -838,7 +838,7 @@ async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() 
     await reconcile(runtime(kube), long_prompt_tick(), svc(LONG_SPEC))
     status = kube.statuses()[-1]
     cond = prefill_cond(status)
-    assert cond["status"] == "False" and "--max-num-batched-tokens 1024" in cond["message"]
+    assert cond["status"] == "False" and "--max-num-batched-tokens 1792" in cond["message"]
     assert prefill_warnings(kube) == 1
     # the next tick, with the condition already in status: no second warning
     await reconcile(runtime(kube), long_prompt_tick(), svc(LONG_SPEC, status))
@@ -863,14 +863,14 @@ async def test_an_idle_spell_or_a_lost_target_does_not_announce_the_prefill_step
     await reconcile(runtime(kube), busy, svc(LONG_SPEC, kube.statuses()[-1]))
     assert prefill_warnings(kube) == 1
     # the engine told at the suggested budget: the condition turns True, with no warning
-    fixed = {**LONG_SPEC, "model": {**LONG_SPEC["model"], "maxNumBatchedTokens": 1024}}
+    fixed = {**LONG_SPEC, "model": {**LONG_SPEC["model"], "maxNumBatchedTokens": 1792}}
     await reconcile(runtime(kube), busy, svc(fixed, kube.statuses()[-1]))
     assert state(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 1
 
 
 async def test_the_engines_own_args_tell_the_operator_its_token_budget() -> None:
     kube = FakeKube()
-    engine = {"name": "vllm", "args": ["--model", "m", "--max-num-batched-tokens", "1024"]}
+    engine = {"name": "vllm", "args": ["--model", "m", "--max-num-batched-tokens", "1792"]}
     args = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {"spec": {"containers": [engine]}}}}
     await reconcile(runtime(kube), long_prompt_tick(deployments={("ns", "llm"): args}), svc(LONG_SPEC))
     assert state(kube.statuses()[-1]) == ("True", "WithinITL") and prefill_warnings(kube) == 0

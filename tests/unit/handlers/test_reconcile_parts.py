@@ -359,10 +359,10 @@ def test_a_prefill_step_over_the_itl_slo_is_a_false_condition_that_names_the_bud
     long = prefill_check(model, lengths(15000, 149), 7.0, 0.05)  # Mooncake's mean lengths
     cond = prefill_condition(long, 0.05)
     assert (cond.type, cond.status, cond.reason) == ("PrefillStepWithinITL", "False", "PrefillStepOverITL")
-    assert "over the ITL SLO 50 ms" in cond.message and "--max-num-batched-tokens 1024" in cond.message
+    assert "over the ITL SLO 50 ms" in cond.message and "--max-num-batched-tokens 1792" in cond.message
     # the engine at that budget, told to the operator: within
     fixed = prefill_check(
-        ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=1024), lengths(15000, 149), 7.0, 0.05
+        ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=1792), lengths(15000, 149), 7.0, 0.05
     )
     assert prefill_condition(fixed, 0.05).status == "True"
     assert prefill_condition(prefill_check(model, lengths(1155, 211), 0.5, 0.05), 0.05).reason == "WithinITL"

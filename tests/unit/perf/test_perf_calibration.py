@@ -30,16 +30,12 @@ def test_idle_ttft_within_25_percent_of_the_clients_figure() -> None:
     assert len(rows) == 2 and _worst(rows) <= 25
 
 
-def test_nim_70b_fp8_tp2_within_13_percent_below_saturation() -> None:
-    assert _worst(nim_70b_rows()) <= 13
+def test_nim_70b_fp8_tp2_within_10_percent_below_saturation() -> None:
+    assert _worst(nim_70b_rows()) <= 10
 
 
-def test_trtllm_8b_peak_throughput_within_23_percent() -> None:
-    # the worst rows are the long prompts (2048/128, 5000/500), where the model is the slower: TRT-LLM's FP8
-    # prefill runs above the roofline's 45% of the FP8 peak
-    rows = trtllm_8b_rows()
-    assert _worst(rows) <= 23
-    assert all(r.error_percent < 0 for r in rows if r.case.endswith(("2048/128", "5000/500")))
+def test_trtllm_8b_peak_throughput_within_20_percent() -> None:
+    assert _worst(trtllm_8b_rows()) <= 20
 
 
 def test_roofline_c0_within_50_percent_of_every_blis_fit() -> None:

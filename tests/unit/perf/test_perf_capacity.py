@@ -47,9 +47,9 @@ def test_the_slo_floor_is_where_an_slo_becomes_attainable(i: float, o: float) ->
     assert operating_point(H100_8B, i, o, None, itl * 1.01).rate_rps > 0
     # an idle replica: its own prefill and one step for TTFT, the bare step at batch 1 for ITL
     s = H100_8B.step
-    assert itl == pytest.approx(s.c0 + s.prompt_seconds(i) / o + s.c_decode + s.c_kv * (i + o / 2), rel=1e-6)
+    assert itl == pytest.approx(s.c0 + s.c_prefill * i / o + s.c_decode + s.c_kv * (i + o / 2), rel=1e-6)
     chunks = max(1, math.ceil(i / (H100_8B.max_num_batched_tokens - 1)))
-    assert ttft == pytest.approx(chunks * s.c0 + s.prompt_seconds(i), rel=1e-6)  # no step in flight: its own chunks
+    assert ttft == pytest.approx(chunks * s.c0 + s.c_prefill * i, rel=1e-6)  # no step in flight: its own chunks
 
 
 @pytest.mark.parametrize("o", [1.0, 2.0, 10.0, 1000.0])
@@ -59,7 +59,7 @@ def test_an_idle_replicas_ttft_does_not_depend_on_the_answers_length(o: float) -
     floor = slo_floor(H100_8B, 8000.0, o)
     assert floor is not None
     s = H100_8B.step
-    assert floor[0] == pytest.approx(s.c0 + s.c_prefill * 8000 + s.c_attn * 8000**2 / 2, rel=1e-6)
+    assert floor[0] == pytest.approx(s.c0 + s.c_prefill * 8000, rel=1e-6)
 
 
 def test_a_one_token_answer_is_not_held_to_an_itl_target() -> None:

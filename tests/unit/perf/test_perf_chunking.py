@@ -44,11 +44,11 @@ def test_a_long_prompt_chunk_is_over_the_slo_and_the_suggested_limits_fit() -> N
     assert op.itl <= 0.05 < step.step_s / 3 and step.batch == pytest.approx(op.batch)
     assert step.chunk_tokens == profile.max_num_batched_tokens - round(op.batch)
     assert step.within_slo is False and step.fitting is not None
-    assert (step.fitting.max_num_batched_tokens, step.fitting.max_num_seqs) == (1024, 1024)
+    assert (step.fitting.max_num_batched_tokens, step.fitting.max_num_seqs) == (1792, 1024)
     text = advice(step, 0.05)
-    assert "over the ITL SLO 50 ms" in text and "vLLM --max-num-batched-tokens 1024 --max-num-seqs 1024" in text
+    assert "over the ITL SLO 50 ms" in text and "vLLM --max-num-batched-tokens 1792 --max-num-seqs 1024" in text
     sglang = advice(step, 0.05, "sglang")
-    assert "SGLang --chunked-prefill-size 1024 --max-running-requests 1024" in sglang
+    assert "SGLang --chunked-prefill-size 1792 --max-running-requests 1024" in sglang
 
 
 def _following(model: str, gpu: str, tp: int, i: float, o: float, ttft: float, itl: float) -> bool:
@@ -83,9 +83,9 @@ def test_following_the_suggestion_fits_and_vllm_accepts_it(model: str, gpu: str,
     # the 70B on four H100s suggests a budget below vLLM's default max_num_seqs: it must lower that too
     grid = itertools.product((3000, 15000), (8, 500), (2.0, 7.0), (0.03, 0.05))
     checked = [_following(model, gpu, tp, i, o, ttft, itl) for i, o, ttft, itl in grid]
-    # every prompt here needs a smaller budget; where one exists it was checked, not skipped (on the A100,
-    # whose bare step is 16 ms, no budget keeps a 3,000-token prompt's chunk within 30 ms: a third of the grid)
-    assert sum(checked) >= len(checked) // 3, checked
+    # the 15,000-token prompts (half the grid) need a smaller budget on each of these: suggestions were
+    # checked, not all skipped
+    assert sum(checked) >= len(checked) // 2, checked
 
 
 def test_the_70b_suggestion_lowers_max_num_seqs_with_the_budget() -> None:

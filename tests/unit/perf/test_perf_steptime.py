@@ -100,16 +100,3 @@ def test_a_fit_raised_to_the_peak_says_so() -> None:
     spec, h100 = model_spec("llama-3.1-70b"), gpu_spec("h100-80gb")
     assert step.c_prefill == pytest.approx(2 * spec.parameters / (8 * h100.bf16_flops))
     assert "c_prefill raised to the BF16 peak's" in step.source and "178% of the peak" in step.source
-
-
-def test_prefill_attention_grows_with_the_square_of_the_prompt() -> None:
-    step = replica_profile("llama-3.1-8b", "h100-80gb").step
-    h100 = gpu_spec("h100-80gb")
-    # 4 FLOPs per layer, head and head dimension for each (token, earlier token) pair, at the prefill MFU
-    assert step.c_attn == pytest.approx(4 * 32 * 32 * 128 / (h100.bf16_flops * h100.mfu_prefill))
-    linear = step.c_prefill * 32_000
-    assert step.prompt_seconds(32_000) == pytest.approx(linear + step.c_attn * 32_000**2 / 2)
-    assert step.prompt_seconds(32_000) > 2 * linear  # a 32k prompt costs more than twice its linear prefill
-    assert step.prompt_seconds(1_000) < 1.05 * step.c_prefill * 1_000  # short prompts barely notice
-    tp2 = replica_profile("llama-3.1-8b", "h100-80gb", 2).step
-    assert tp2.c_attn == pytest.approx(step.c_attn / 2)

@@ -185,10 +185,10 @@ def test_without_other_seeds_there_is_no_spread() -> None:
 def test_the_planner_suggests_limits_only_where_a_prefill_step_is_over_the_itl_target() -> None:
     profile = replica_profile("llama-3.1-8b", "h100-80gb")
     limits = suggested_limits(profile, (15000.0, 149.0), 7.0)  # Mooncake's mean lengths
-    assert limits is not None and (limits.max_num_batched_tokens, limits.max_num_seqs) == (1024, 1024)
+    assert limits is not None and (limits.max_num_batched_tokens, limits.max_num_seqs) == (1792, 1024)
     assert suggested_limits(profile, (1155.0, 211.0), 0.5) is None  # Azure's
-    at_1024 = replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=1024)
-    assert suggested_limits(at_1024, (15000.0, 149.0), 7.0) is None
+    at_1792 = replica_profile("llama-3.1-8b", "h100-80gb", max_num_batched_tokens=1792)
+    assert suggested_limits(at_1792, (15000.0, 149.0), 7.0) is None
 
 
 def _at(result: RunResult, provisioned: list[int]) -> RunResult:

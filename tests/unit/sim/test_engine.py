@@ -43,17 +43,6 @@ def test_long_prompt_is_chunked_by_the_token_budget(engine_cfg: EngineConfig) ->
     assert out.ttft[0] == pytest.approx(3 * 0.005 + 5000 * 10e-6)
 
 
-def test_each_chunk_pays_attention_to_the_prompt_tokens_before_it(engine_cfg: EngineConfig) -> None:
-    cfg = dataclasses.replace(engine_cfg, c_attn=1e-9)
-    _, out = run(cfg, [Request(0.0, 5000, 2)])
-    # chunks of 2048, 2048, 904 tokens starting at 0, 2048, 4096: k·(start + k/2) pairs each, 5000²/2 in all
-    pairs = sum(k * (start + k / 2) for start, k in ((0, 2048), (2048, 2048), (4096, 904)))
-    assert pairs == 5000**2 / 2
-    assert out.ttft[0] == pytest.approx(3 * 0.005 + 5000 * 10e-6 + 1e-9 * pairs)
-    # the one decode step after it reads no prompt: attention in decode is the KV term's
-    assert out.itl[0] == pytest.approx(0.005 + 1e-3)
-
-
 def test_batching_raises_itl_by_c_decode_per_sequence(engine_cfg: EngineConfig) -> None:
     n = 8
     _, out = run(engine_cfg, [Request(0.0, 100, 201) for _ in range(n)])

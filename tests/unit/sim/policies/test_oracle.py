@@ -30,8 +30,8 @@ def test_a_step_at_600_s_is_provisioned_from_600_minus_time_to_ready() -> None:
 def test_need_covers_the_rate_with_poisson_headroom_at_the_slo() -> None:
     ctx = make_ctx(trace=STEP)
     oracle = Oracle(ctx)
-    assert HEADROOM == 0.85 and ctx.capacity_rps(1000, 200) == pytest.approx(27.91, abs=0.01)
-    # 9,000 requests in the minute, + sqrt(9,000) = 151.6 req/s over 0.85 x 27.91 = 6.39: 7 (150 alone: 6.32)
+    assert HEADROOM == 0.85 and ctx.capacity_rps(1000, 200) == pytest.approx(28.40, abs=0.01)
+    # 9,000 requests in the minute, + sqrt(9,000) = 151.6 req/s over 0.85 x 28.40 = 6.28: 7 (150 alone: 6.21)
     assert oracle.replicas_at(700.0) == 7
 
 
@@ -71,7 +71,7 @@ def test_static_peak_serves_the_peak_minute_all_the_time() -> None:
     ctx = make_ctx(trace=STEP)
     peak = StaticPeak(ctx)
     assert (ctx.mean_input_tokens, ctx.mean_output_tokens) == (1000.0, 200.0)
-    assert peak.replicas == 7  # 150 req/s over 0.85 x 27.91: 6.32
+    assert peak.replicas == 7  # 150 req/s over 0.85 x 28.40: 6.21
     assert {peak.decide(make_obs(1), float(t), []) for t in range(0, 1200, 60)} == {peak.replicas}
     capped = StaticPeak(make_ctx(trace=STEP, max_replicas=2))
     assert capped.replicas == 2

@@ -29,7 +29,7 @@ def test_a_step_is_asked_for_when_it_starts_not_a_time_to_ready_ahead() -> None:
 
 def test_the_margin_multiplies_the_rate_it_sizes_for() -> None:
     ctx = make_ctx(trace=STEP)
-    # 151.6 req/s (test_oracle) x margin over 0.85 x 27.91 req/s: 6.39 -> 7, x 1.3: 8.31 -> 9
+    # 151.6 req/s (test_oracle) x margin over 0.85 x 28.40 req/s: 6.28 -> 7, x 1.3: 8.16 -> 9
     assert [ReactiveOracle(ctx, margin).replicas_at(700.0) for margin in (1.0, 1.3)] == [7, 9]
     assert ReactiveOracle(ctx).replicas_at(700.0) == Oracle(ctx).replicas_at(700.0)
 
