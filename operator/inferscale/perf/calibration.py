@@ -93,12 +93,13 @@ def _planned_idle_ttft(profile: ReplicaProfile, input_tokens: int, output_tokens
     return floor[0]
 
 
-def _fp8_profile(model: str, tp: int) -> ReplicaProfile:
+def fp8_profile(model: str, tp: int) -> ReplicaProfile:
+    """A replica at the measured engines' precision, on their H100s: FP8 weights and KV cache."""
     return replica_profile(model, "h100-80gb", tp=tp, weight_dtype="fp8", kv_dtype="fp8")
 
 
 def nim_8b_rows() -> list[CalibrationRow]:
-    p = _fp8_profile("llama-3.1-8b", 1)
+    p = fp8_profile("llama-3.1-8b", 1)
     i, o = NIM_8B_LENGTHS
     rows = [CalibrationRow("NIM 8B H100 FP8 TTFT c=1", NIM_8B[1][0], 1e3 * _planned_idle_ttft(p, i, o), "ms")]
     for n, (_, itl, tps) in NIM_8B.items():
@@ -108,7 +109,7 @@ def nim_8b_rows() -> list[CalibrationRow]:
 
 
 def nim_70b_rows() -> list[CalibrationRow]:
-    p = _fp8_profile("llama-3.1-70b", 2)
+    p = fp8_profile("llama-3.1-70b", 2)
     i, o = NIM_70B_LENGTHS
     rows = [CalibrationRow("NIM 70B 2xH100 FP8 TTFT c=1", NIM_70B_TP2[1][0], 1e3 * _planned_idle_ttft(p, i, o), "ms")]
     for n, (_, itl, tps) in NIM_70B_TP2.items():
@@ -130,7 +131,7 @@ def saturated_tokens_per_s(profile: ReplicaProfile, input_tokens: int, output_to
 
 
 def trtllm_8b_rows() -> list[CalibrationRow]:
-    p = _fp8_profile("llama-3.1-8b", 1)
+    p = fp8_profile("llama-3.1-8b", 1)
     return [
         CalibrationRow(f"TRT-LLM 8B H100 FP8 peak {i}/{o}", tps, saturated_tokens_per_s(p, i, o), "tok/s")
         for (i, o), tps in TRTLLM_8B_H100.items()

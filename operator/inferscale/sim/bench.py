@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from inferscale.perf import EngineLimits, ReplicaProfile, prefill_step, replica_capacity_rps, replica_profile
-from inferscale.perf.calibration import NIM_8B, NIM_8B_LENGTHS
+from inferscale.perf.calibration import NIM_8B, NIM_8B_LENGTHS, fp8_profile
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.bench_report import write_report
 from inferscale.sim.bench_setup import (
@@ -451,8 +451,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no trace found in {args.traces}", file=sys.stderr)
         return 2
     speed = measure_speed(runs)
-    # at NIM's precision, as the calibration compares (`perf/calibration.py`); the replays above run BF16
-    cfg = EngineConfig.from_profile(replica_profile(MODEL, GPU, weight_dtype="fp8", kv_dtype="fp8"))
+    # at NIM's precision, as the calibration compares; the replays above run BF16
+    cfg = EngineConfig.from_profile(fp8_profile(MODEL, 1))
     nim = []
     for users in (1, 25, 100, 200):
         ttft, itl, tps = closed_loop(cfg, users, *NIM_8B_LENGTHS)

@@ -4,8 +4,8 @@ Replicas cost GPU time from creation (cold start is paid for) and serve only onc
 time-to-ready drawn per replica. Scale-down removes pending replicas first, then, for a policy that steers
 the ReplicaSet with pod-deletion-cost as the operator does (adapters.deletion_cost), the least-loaded Ready
 replicas; otherwise the ReplicaSet's own choice, the most recently Ready. Removed replicas leave the router
-at once and drain their in-flight requests, billed until the last one finishes. Requests that arrive while no replica is
-Ready wait in the router's queue; that wait is part of their TTFT.
+at once and drain their in-flight requests, billed until the last one finishes. Requests that arrive while
+no replica is Ready wait in the router's queue; that wait is part of their TTFT.
 """
 
 from __future__ import annotations
@@ -142,11 +142,11 @@ class Fleet:
             return True
         # A ReplicaSet removes pods that are not Ready first (controller.ActivePods ranking), then those of
         # the lowest pod-deletion-cost (the least loaded, when the policy sets it), then the most recently Ready.
+        steered = self.least_loaded_victims
         candidates = sorted(self.pending, key=lambda r: -r.created_at)
-        if self.least_loaded_victims:
-            candidates += sorted(self.ready, key=lambda r: (r.engine.outstanding, -r.ready_at, -r.created_at))
-        else:
-            candidates += sorted(self.ready, key=lambda r: (-r.ready_at, -r.created_at))
+        candidates += sorted(
+            self.ready, key=lambda r: (r.engine.outstanding if steered else 0, -r.ready_at, -r.created_at)
+        )
         for r in candidates[: current - n]:
             self._remove(r, now)
         return True
