@@ -122,11 +122,16 @@ def _items(value: object) -> list[Mapping[str, Any]]:
 
 
 def _number(value: object) -> bool:
+    # The exact types first: the simulator reads its status back every tick, a few dozen entries at a time.
+    kind = type(value)
+    if kind is float:
+        return math.isfinite(value)  # type: ignore[arg-type]
+    if kind is int:
+        return True
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _time(value: object) -> bool:
-    return _number(value)
+_time = _number
 
 
 def _known(value: object) -> bool:
@@ -158,4 +163,6 @@ def _within(value: object, low: float, high: float) -> float | None:
 
 
 def _count(value: object) -> bool:
+    if type(value) is int:
+        return value >= 0
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
-from typing import Any, overload
+from typing import Any
 
 from inferscale.api.convert import policy_from_spec, with_observed_prior
 from inferscale.api.rules import MAX_DURATION_SECONDS
@@ -33,38 +33,32 @@ from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.sim.policies.context import PolicyContext
 
 
-class _Tail(Sequence[RateSample]):
-    """The samples of a history from `start` on, read in place (a copy per tick of a 14-day replay's
-    20,000 samples would cost more than the decision)."""
-
-    def __init__(self, base: Sequence[RateSample], start: int) -> None:
-        self.base, self.start = base, start
-
-    def __len__(self) -> int:
-        return len(self.base) - self.start
-
-    @overload
-    def __getitem__(self, index: int) -> RateSample: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[RateSample]: ...
-
-    def __getitem__(self, index: int | slice) -> RateSample | Sequence[RateSample]:
-        if isinstance(index, slice):
-            lo, hi, step = index.indices(len(self))
-            return self.base[self.start + lo : self.start + hi : step]
-        if index < 0:
-            index += len(self)
-        if not 0 <= index < len(self):
-            raise IndexError(index)
-        return self.base[self.start + index]
-
-
 def kept(history: Sequence[RateSample], now: float) -> Sequence[RateSample]:
     """What the operator would hold of `history` at `now`: its last `HISTORY_KEPT` seconds."""
-    if not history or history[0].at >= now - HISTORY_KEPT:
-        return history
-    return _Tail(history, bisect_left(history, now - HISTORY_KEPT, key=lambda s: s.at))
+    return list(history[bisect_left(history, now - HISTORY_KEPT, key=lambda s: s.at) :])
+
+
+class KeptHistory:
+    """`kept` of a replay's history tick after tick, as a list trimmed in place: the replay only appends to its
+    history, so each tick adds the new samples and drops the expired ones instead of searching the whole
+    history through a view (a third of a 14-day replay's wall time went there). Any other history, or time
+    going back, starts over."""
+
+    def __init__(self) -> None:
+        self._source: Sequence[RateSample] | None = None
+        self._seen = 0
+        self._now = -math.inf
+        self._samples: list[RateSample] = []
+
+    def update(self, history: Sequence[RateSample], now: float) -> list[RateSample]:
+        if history is not self._source or len(history) < self._seen or now < self._now:
+            self._source, self._seen, self._samples = history, 0, []
+        self._samples.extend(history[self._seen :])
+        self._seen, self._now = len(history), now
+        cut = bisect_left(self._samples, now - HISTORY_KEPT, key=lambda s: s.at)
+        if cut:
+            del self._samples[:cut]
+        return self._samples
 
 
 def _duration(seconds: float) -> str:
@@ -117,6 +111,7 @@ class Inferscale:
         self.interval = self.policy.interval
         self.status: dict[str, Any] = state_to_status(state_from_status(None))
         self.last_decision: Decision | None = None
+        self.history = KeptHistory()
 
     def _policy_now(self, obs: Observation) -> Policy:
         return with_observed_prior(self.policy, self.spec.model, obs)
@@ -124,7 +119,7 @@ class Inferscale:
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         policy = self._policy_now(obs)
         state = state_from_status(self.status)
-        decision = decide(obs, policy, state, now, kept(rate_history, now))
+        decision = decide(obs, policy, state, now, self.history.update(rate_history, now))
         self.status = state_to_status(decision.state)
         self.last_decision = decision
         return decision.replicas

@@ -13,7 +13,7 @@ from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS
 from inferscale.perf import replica_capacity_rps
 from inferscale.scaling import Observation, RateSample, ScalerState, decide
 from inferscale.scaling.forecast import HISTORY_KEPT
-from inferscale.sim.policies.inferscale import Inferscale, kept
+from inferscale.sim.policies.inferscale import Inferscale, KeptHistory, kept
 
 
 def loaded(current: int, kv: float, rate: float, isl: float = 1000.0, osl: float = 200.0) -> Observation:
@@ -152,6 +152,30 @@ def test_the_policy_forecasts_from_the_history_the_operator_keeps_not_the_whole_
     tail = kept(history, now)
     assert tail[0].at >= now - HISTORY_KEPT > tail[0].at - 60.0 and tail[-1] == history[-1]
     assert list(tail[:2]) == [s for s in history if s.at >= now - HISTORY_KEPT][:2]
+
+
+def test_the_kept_history_follows_a_growing_replay_history_tick_by_tick() -> None:
+    # what the policy hands the decision each tick is `kept` of the history so far, though it is trimmed in place
+    history: list[RateSample] = []
+    incremental = KeptHistory()
+    trimmed = 0
+    for tick in range(0, int(3 * 86400), 600):
+        now = float(tick)
+        history.append(RateSample(now, float(tick % 7)))
+        held = incremental.update(history, now)
+        assert held == kept(history, now)
+        trimmed = max(trimmed, len(history) - len(held))
+    assert trimmed > 0  # the replay outgrew what the operator keeps
+
+
+def test_the_kept_history_starts_over_on_another_history_or_time_going_back() -> None:
+    incremental = KeptHistory()
+    first = [RateSample(float(t), 1.0) for t in range(0, 200_000, 60)]
+    assert incremental.update(first, 200_000.0) == kept(first, 200_000.0)
+    other = [RateSample(float(t), 2.0) for t in range(0, 1_000, 60)]
+    assert incremental.update(other, 1_000.0) == other
+    assert incremental.update(first, 200_000.0) == kept(first, 200_000.0)
+    assert incremental.update(first, 100_000.0) == kept(first, 100_000.0)  # an earlier now holds more again
 
 
 @pytest.mark.parametrize(
