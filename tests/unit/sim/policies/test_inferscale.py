@@ -159,7 +159,7 @@ def test_the_kept_history_follows_a_growing_replay_history_tick_by_tick() -> Non
     history: list[RateSample] = []
     incremental = KeptHistory()
     trimmed = 0
-    for tick in range(0, int(3 * 86400), 600):
+    for tick in range(0, 3 * 86400, 600):
         now = float(tick)
         history.append(RateSample(now, float(tick % 7)))
         held = incremental.update(history, now)
