@@ -19,6 +19,8 @@ from inferscale.api.rules import MAX_DURATION_SECONDS, MAX_TIME_TO_READY, NANOSE
 from inferscale.perf import PerfError, gpu_spec
 from inferscale.perf.catalog import vllm_batch_defaults
 from inferscale.scaling.durations import parse_duration
+from inferscale.sim.outage import KINDS as OUTAGE_KINDS
+from inferscale.sim.outage import Outage
 
 if TYPE_CHECKING:
     from inferscale.adapters.kube import Credentials
@@ -53,6 +55,17 @@ def spec_duration(flag: str, text: str) -> float:
     if seconds < NANOSECOND:
         raise InputError(f"{flag} must be at least a nanosecond, got {text!r}")
     return seconds
+
+
+def outage(flag: str, text: str, kind: str) -> Outage:
+    """START+DURATION on the replay's axis, e.g. 20m+10m."""
+    if kind not in OUTAGE_KINDS:
+        raise InputError(f"--outage-kind {kind!r} is not known; known: {', '.join(OUTAGE_KINDS)}")
+    start, plus, length = text.partition("+")
+    if not plus:
+        raise InputError(f"{flag} takes START+DURATION, e.g. 20m+10m, got {text!r}")
+    at = duration(f"{flag} start", start.strip())
+    return Outage(kind, at, at + positive_duration(f"{flag} duration", length.strip()))
 
 
 MIN_TICK = 1.0

@@ -52,6 +52,21 @@ ReleaseOpt = Annotated[
 TimeToReadyOpt = Annotated[
     str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
 ]
+OutageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics-outage",
+        help="Take the metrics away from START for DURATION of the replay, e.g. 20m+10m: every policy lives "
+        "through it as the component it models would (`docs/benchmarks.md`, section on outages).",
+    ),
+]
+OutageKindOpt = Annotated[
+    str,
+    typer.Option(
+        "--outage-kind",
+        help="prometheus-down (every query errors) or vllm-unscraped (Prometheus answers, the vLLM series are empty).",
+    ),
+]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="inferscale's decision interval.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for request generation and time-to-ready.")]
 MaxNumSeqsOpt = Annotated[

@@ -30,6 +30,8 @@ from inferscale.commands.replay_options import (
     MaxNumSeqsOpt,
     ModelOpt,
     ModeOpt,
+    OutageKindOpt,
+    OutageOpt,
     RateScaleOpt,
     ReleaseOpt,
     SeedOpt,
@@ -50,6 +52,7 @@ from inferscale.scaling.types import Release
 from inferscale.sim.decisions import write_jsonl
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import curve_tables, run_fluid
+from inferscale.sim.outage import PROMETHEUS_DOWN
 from inferscale.sim.plots import plot_formats, plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
 from inferscale.sim.policies.inferscale import Inferscale
@@ -201,6 +204,8 @@ def build_scenario(
     capacity_utilization: float | None = None,
     scale_down_release: str | None = None,
     start: str | None = None,
+    metrics_outage: str | None = None,
+    outage_kind: str = PROMETHEUS_DOWN,
 ) -> Scenario:
     window = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
     checks.seed(seed)
@@ -230,6 +235,7 @@ def build_scenario(
         max_num_batched_tokens=max_num_batched_tokens,
         capacity_utilization=capacity_utilization,
         scale_down_release=release,
+        outage=checks.outage("--metrics-outage", metrics_outage, outage_kind) if metrics_outage is not None else None,
     )
 
 
@@ -329,6 +335,16 @@ def load(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
         raise SimulateInputError(f"--mode {mode!r} is not known; known: {', '.join(MODES)}")
     with Console(stderr=True).status("loading the trace"):
         return _prepare(scenario, mode.lower())
+
+
+def outage_within(prepared: Prepared | FluidPrepared) -> None:
+    """An outage that starts after the replay has ended would leave every policy as it was, silently."""
+    outage, span = prepared.scenario.outage, _span(prepared)
+    if outage is not None and outage.start >= span:
+        raise SimulateInputError(
+            f"--metrics-outage starts at {format_duration(outage.start)}, at or after the replay's end "
+            f"({format_duration(span)})"
+        )
 
 
 def note_limits(prepared: Prepared | FluidPrepared) -> None:
@@ -431,6 +447,8 @@ def simulate(
     scale_down_release: ReleaseOpt = None,
     time_to_ready: TimeToReadyOpt = DEFAULT_TIME_TO_READY,
     interval: IntervalOpt = "10s",
+    metrics_outage: OutageOpt = None,
+    outage_kind: OutageKindOpt = PROMETHEUS_DOWN,
     policy: Annotated[
         list[str] | None, typer.Option("--policy", help="Policy to run (repeatable); all when omitted.")
     ] = None,
@@ -462,6 +480,7 @@ def simulate(
         check_outputs(trace, json_out, plot, decisions)
         scenario = scenario_from_flags(locals())
         prepared = load(scenario, mode)
+        outage_within(prepared)
     except LOAD_ERRORS as e:
         print(f"error: {e}", file=sys.stderr)
         raise typer.Exit(2) from None

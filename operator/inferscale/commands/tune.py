@@ -306,7 +306,9 @@ def tune(
         workers_count(workers)
         check_outputs(trace, json_out, None, None)
         flags = locals() | {"seed": seed_list[0]}
-        scenario = scenario_from_flags(flags, unset=frozenset({"capacity_utilization"}))
+        scenario = scenario_from_flags(
+            flags, unset=frozenset({"capacity_utilization", "metrics_outage", "outage_kind"})
+        )
         prepared = load(scenario, mode)
         short = too_short(prepared)
         if short is not None:  # every value would tie: a recommendation would be noise

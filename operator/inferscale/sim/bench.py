@@ -1,7 +1,7 @@
 """The simulator benchmark: every policy on every trace, the simulator's speed, the perf calibration.
 
     python -m inferscale.sim.bench [--traces DIR] [--out docs/benchmarks.md] [--img docs/img] [--workers N]
-        [--seeds 1,2,3,4] [--cold-starts 0.5,0.25]
+        [--seeds 1,2,3,4] [--cold-starts 0.5,0.25] [--no-outages]
 
 Scaling rule, the same for every trace: the rate is multiplied so that the trace's busiest minute
 needs `--peak-replicas` replicas (default 24) of the profile at the SLO, by the perf model's capacity
@@ -14,7 +14,8 @@ request; the fluid mode is validated against the request-level engine on every r
 every scenario at `--cold-starts` of the time-to-ready (`cold_start`), so that the misses a faster start
 removes can be told from the policy's; the reactive oracle is searched to inferscale's GPU-hours and to the
 goal's (`reactive_reference`), so that the misses any policy without foresight shares can be told apart
-too. The settings and goals are in `bench_setup`, the report in `bench_report`.
+too; and every request-level replay again through a metrics outage of each kind (`bench_outage`). The
+settings and goals are in `bench_setup`, the report in `bench_report`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy.typing as npt
 from inferscale.perf import EngineLimits, ReplicaProfile, prefill_step, replica_capacity_rps, replica_profile
 from inferscale.perf.calibration import NIM_8B, NIM_8B_LENGTHS, fp8_profile
 from inferscale.scaling.durations import format_duration
+from inferscale.sim.bench_outage import replay as replay_outages
 from inferscale.sim.bench_report import write_report
 from inferscale.sim.bench_setup import (
     GOAL_GPU_RATIO,
@@ -183,6 +185,10 @@ def _replay(
     run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in names], args, log)
     run.cold_starts = _cold_starts(scenario, args, log, fluid=False)
     run.reactive = _reactive(prepared, run.request_level, args, log)
+    if args.outages:
+        run.outages = replay_outages(
+            scenario, prepared.workload.duration, run.request_level, workers=args.workers, log=log
+        )
 
 
 def _reactive(
@@ -391,6 +397,12 @@ def main(argv: list[str] | None = None) -> int:
         default=",".join(f"{f:g}" for f in COLD_START_FACTORS),
         help="shorter times-to-ready to replay inferscale and the oracle at, as fractions of the default "
         "(comma-separated, '' for none)",
+    )
+    parser.add_argument(
+        "--no-outages",
+        dest="outages",
+        action="store_false",
+        help="skip the request-level replays through a metrics outage",
     )
     parser.add_argument(
         "--seeds",

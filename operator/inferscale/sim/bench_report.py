@@ -11,6 +11,7 @@ from pathlib import Path
 
 from inferscale.perf.calibration import calibration_rows
 from inferscale.scaling.durations import format_duration
+from inferscale.sim.bench_outage import section as outage_section
 from inferscale.sim.bench_setup import (
     GOAL_ATTAINMENT,
     GOAL_GPU_RATIO,
@@ -495,6 +496,7 @@ def write_report(
             lines += [f"### {run.name}", "", *_seed_table(run), ""]
     lines += _reactive_section([*runs, *_variants(runs)])
     lines += _cold_start_section([*runs, *_variants(runs)])
+    lines += outage_section([(run.name, run.request_level, run.outages) for run in [*runs, *_variants(runs)]])
     lines += [
         "## Fluid mode against the request-level engine",
         "",

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from inferscale.sim.bench_outage import OutageRun
 from inferscale.sim.bounds import Bounds
 from inferscale.sim.cold_start import ColdStart
 from inferscale.sim.reactive_reference import AtBudget
@@ -66,3 +67,5 @@ class TraceRun:
     # (`sim/reactive_reference.py`): request level, and the 14-day fluid replay of a ServeGen curve
     reactive: dict[str, AtBudget] = field(default_factory=dict)
     reactive_full: dict[str, AtBudget] = field(default_factory=dict)
+    # the request-level replay again through each kind of metrics outage (`sim/bench_outage.py`)
+    outages: list[OutageRun] = field(default_factory=list)

@@ -44,6 +44,7 @@ from inferscale.perf import ReplicaProfile, operating_point
 from inferscale.perf.capacity import ReplicaQueue, hard_limit
 from inferscale.scaling.types import MetricsState, Observation, RateSample
 from inferscale.sim.decisions import DecisionLog
+from inferscale.sim.outage import OutageView
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.run import RunConfig, RunResult, Timeline
 from inferscale.sim.scores import Scores
@@ -166,6 +167,7 @@ def run_fluid(
     history: list[RateSample] = []
     timeline = Timeline()
     log = DecisionLog(policy)
+    view = OutageView(cfg.outage, policy.name)
     next_decide = cfg.first_decision(policy.interval)
     next_sample = cfg.timeline_step
     next_history = 60.0
@@ -224,9 +226,11 @@ def run_fluid(
                 minute,
                 lengths,
             )
-            want = max(0, policy.decide(obs, now, history))
-            log.after_decide(obs, now)
             current = ready + len(pending)
+            asked = view.replicas(policy.decide, obs, now, history)
+            if asked is not None:
+                log.after_decide(obs, now)
+            want = current if asked is None else max(0, asked)
             if want != current:
                 scale_actions += 1
                 if want > current:

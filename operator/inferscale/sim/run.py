@@ -23,6 +23,7 @@ from inferscale.sim.decisions import DecisionLog, DecisionRecord
 from inferscale.sim.engine import EngineConfig, Outcomes
 from inferscale.sim.fleet import Fleet, TimeToReady
 from inferscale.sim.observe import Observer
+from inferscale.sim.outage import Outage, OutageView
 from inferscale.sim.policy import ScalingPolicy, steers_deletion
 from inferscale.sim.requests import Trace
 from inferscale.sim.scores import Scores, score
@@ -86,6 +87,7 @@ class RunConfig:
     # The warm fleet holds until the observer has one full latency window: at t = 0 the scrapes would
     # show an idle fleet that is in fact carrying the trace's traffic, and policies would act on it.
     warmup: float = 120.0
+    outage: Outage | None = None  # a metrics outage every policy lives through (`sim.outage`)
 
     def first_decision(self, interval: float) -> float:
         return max(1, math.ceil(self.warmup / interval)) * interval
@@ -124,6 +126,7 @@ def run_policy(
     observer = Observer(cfg.scrape_interval)
     timeline = Timeline()
     log = DecisionLog(policy)
+    view = OutageView(cfg.outage, policy.name)
     interval = policy.interval
     if not (interval > 0 and math.isfinite(interval)):
         raise ValueError(f"policy {policy.name!r} has an invalid interval {interval!r}")
@@ -149,8 +152,10 @@ def run_policy(
                 next_scrape += cfg.scrape_interval
             if next_decide <= tau:
                 obs = observer.observe(tau, fleet)
-                fleet.scale_to(policy.decide(obs, tau, observer.rate_history), tau)
-                log.after_decide(obs, tau)
+                asked = view.replicas(policy.decide, obs, tau, observer.rate_history)
+                if asked is not None:
+                    fleet.scale_to(asked, tau)
+                    log.after_decide(obs, tau)
                 next_decide += interval
             if next_sample <= tau:
                 obs = observer.observe(tau, fleet)

@@ -16,6 +16,7 @@ from pathlib import Path
 from inferscale.perf import ReplicaProfile, replica_profile
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.outage import Outage
 from inferscale.sim.policies import PolicyContext, make_policy
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.requests import Trace
@@ -57,6 +58,7 @@ class Scenario:
     max_num_batched_tokens: int | None = None
     capacity_utilization: float | None = None  # inferscale's spec.targets.capacityUtilization; None: its default
     scale_down_release: str | None = None  # inferscale's spec.behavior.scaleDown.release; None: its default
+    outage: Outage | None = None  # a metrics outage on the replay's axis (`sim.outage`)
 
     def describe(self) -> dict[str, object]:
         return {
@@ -79,6 +81,7 @@ class Scenario:
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "capacity_utilization": self.capacity_utilization,
             "scale_down_release": self.scale_down_release,
+            "metrics_outage": self.outage.describe() if self.outage is not None else None,
         }
 
 
@@ -205,5 +208,6 @@ def _sized(s: Scenario, profile: ReplicaProfile, ctx: PolicyContext) -> tuple[Po
         time_to_ready=s.time_to_ready,
         initial_replicas=initial,
         seed=s.seed,
+        outage=s.outage,
     )
     return ctx, cfg

@@ -91,12 +91,28 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--max-num-batched-tokens", "-2"], "--max-num-batched-tokens must be a whole number >= 1, got -2"),
         (["--time-scale", "1e-6"], "--time-scale 1e-06 stretches the trace's 9.99 minutes to 19 years"),
         (["--policy", "keda-queue", "--policy", "oracle", "--policy", "keda-queue"], "--policy keda-queue is given"),
+        (["--metrics-outage", "20m"], "--metrics-outage takes START+DURATION, e.g. 20m+10m, got '20m'"),
+        (["--metrics-outage", "soon+10m"], "--metrics-outage start: invalid duration 'soon'"),
+        (["--metrics-outage", "2m+0s"], "--metrics-outage duration must be positive, got '0s'"),
+        (["--metrics-outage", "2m+1m", "--outage-kind", "dns"], "--outage-kind 'dns' is not known; known: "),
+        (["--metrics-outage", "10m+1m"], "--metrics-outage starts at 10m, at or after the replay's end (10m)"),
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(azure_trace: Path, args: list[str], message: str) -> None:
     code, _, stderr = invoke("--trace", str(azure_trace), *args)
     assert code == 2
     assert message in stderr and "Traceback" not in stderr
+
+
+def test_a_metrics_outage_is_replayed_and_recorded(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    code, stdout, _ = invoke(
+        "--trace", str(azure_trace), "--policy", "inferscale", "--time-to-ready", "60s", "--metrics-outage", "3m+4m",
+        "--outage-kind", "vllm-unscraped", "--json", str(out), "--workers", "1",
+    )  # fmt: skip
+    assert code == 0, stdout
+    outage = json.loads(out.read_text())["scenario"]["metrics_outage"]
+    assert outage == {"kind": "vllm-unscraped", "start_s": 180.0, "end_s": 420.0}
 
 
 def test_unparsable_or_missing_trace_exits_2(tmp_path: Path) -> None:

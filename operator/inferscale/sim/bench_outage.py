@@ -1,0 +1,122 @@
+"""The benchmark's metrics outages: every request-level replay again with its metrics gone for its middle third.
+
+Only the policies an outage reaches run again (`outage.BEHAVIOUR`); one it leaves alone would replay exactly as
+without it (same seed, same code path), so its result is the replay's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from inferscale.scaling.durations import format_duration
+from inferscale.sim.outage import BEHAVIOUR, KINDS, Behaviour, Outage
+from inferscale.sim.run import RunResult, parallel, run_policy
+from inferscale.sim.scenario import Scenario, prepare
+from inferscale.sim.scores import share_text
+
+SPAN = (1 / 3, 2 / 3)  # of the replay: long enough to hold through a ramp, with a third after to recover
+
+Log = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class OutageRun:
+    """One kind of outage on one replay: policy name -> result (the replay's own where it is not reached)."""
+
+    outage: Outage
+    results: dict[str, RunResult]
+
+
+def window(duration: float) -> tuple[float, float]:
+    """`SPAN` of a replay of `duration` seconds, on whole minutes."""
+    start = max(60.0, 60.0 * round(SPAN[0] * duration / 60.0))
+    return start, max(start + 60.0, 60.0 * round(SPAN[1] * duration / 60.0))
+
+
+def replay(
+    scenario: Scenario,
+    duration: float,
+    base: dict[str, RunResult],
+    *,
+    workers: int = 1,
+    log: Log | None = None,
+) -> list[OutageRun]:
+    """The policies of `base` through each kind of outage over `window(duration)` of `scenario`."""
+    start, end = window(duration)
+    outages = [Outage(kind, start, end) for kind in KINDS]
+    prepared = [prepare(replace(scenario, outage=o)) for o in outages]
+    keys = [
+        f"{i}:{name}"
+        for i, o in enumerate(outages)
+        for name in base
+        if BEHAVIOUR[name][o.kind] is not Behaviour.UNAFFECTED
+    ]
+
+    def job(key: str) -> RunResult:
+        index, name = key.split(":", 1)
+        p = prepared[int(index)]
+        return run_policy(p.workload, p.policy(name), p.run_config)
+
+    def done(r: RunResult) -> None:
+        if log is not None:
+            log(f"  {r.policy}: {r.scores.slo_attainment:.4f}")
+
+    if log is not None:
+        log(f"  through a metrics outage from {format_duration(start)} to {format_duration(end)}")
+    results = parallel(keys, job, workers, done)
+    return [
+        OutageRun(o, {name: results.get(f"{i}:{name}", base[name]) for name in base}) for i, o in enumerate(outages)
+    ]
+
+
+def during(result: RunResult, outage: Outage) -> list[int]:
+    """Replicas provisioned at each minute of the timeline inside the outage."""
+    return [n for at, n in zip(result.timeline.at, result.timeline.provisioned, strict=True) if outage.covers(at)]
+
+
+def _cell(result: RunResult, outage: Outage) -> str:
+    counts = during(result, outage)
+    span = f"; {min(counts)}-{max(counts)} replicas" if counts else ""
+    return f"{share_text(result.scores.slo_attainment)} at {result.scores.gpu_hours:,.1f} GPU-h{span}"
+
+
+def section(runs: Sequence[tuple[str, dict[str, RunResult], list[OutageRun]]]) -> list[str]:
+    """The report's section: per replay, each policy without an outage and through each kind."""
+    runs = [run for run in runs if run[2]]
+    if not runs:
+        return []
+    lines = [
+        "## Through a metrics outage (request level)",
+        "",
+        "Each request-level replay again, with its metrics gone from the end of its first third to the end of its "
+        "second (whole minutes). `prometheus-down`: the server does not answer, every query errors. "
+        "`vllm-unscraped`: Prometheus answers, but the vLLM pods' series are gone, so queries on them come back "
+        "empty. Each policy lives through it as the component it models does (`sim/outage.py`, from "
+        "`reference/peer-autoscalers.md`): *blind* decides on what is left (inferscale on the Observation its "
+        "adapter builds with no metric, which holds the count; KEDA's Prometheus trigger reads an empty result as 0 "
+        "with `ignoreNullValues` at its default), *hold* skips its rounds as a controller whose fetch errors does "
+        "(HPA, KEDA's HPA without a `fallback`, WVA, Dynamo), *unaffected* reads a source the outage leaves "
+        "(Knative's queue-proxy, AIBrix's direct pod scrape, the DCGM exporter, Dynamo's frontend, the bounds): "
+        "its result is the replay's own. After the outage Prometheus holds no samples for it: the rate history "
+        "keeps a gap. Each cell: SLO attainment, GPU-hours, and the fewest to most replicas provisioned at the "
+        "minutes inside the outage.",
+        "",
+    ]
+    for name, base, outages in runs:
+        start, end = outages[0].outage.start, outages[0].outage.end
+        lines += [
+            f"### {name}: metrics gone from {format_duration(start)} to {format_duration(end)}",
+            "",
+            "| policy | without an outage | " + " | ".join(o.outage.kind for o in outages) + " |",
+            "|---|---|" + "---|" * len(outages),
+        ]
+        for policy, result in base.items():
+            cells = [
+                f"{BEHAVIOUR[policy][o.outage.kind].name.lower()}: {_cell(o.results[policy], o.outage)}"
+                for o in outages
+            ]
+            title = f"**{policy}**" if policy == "inferscale" else policy
+            lines.append(f"| {title} | {_cell(result, outages[0].outage)} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return lines

@@ -1,0 +1,121 @@
+"""A metrics outage in a replay: what each policy sees while Prometheus, or its view of vLLM, is gone.
+
+Two kinds, because the peers fail differently in each (`reference/peer-autoscalers.md`):
+
+- ``prometheus-down``: the server does not answer. Every query errors. The operator's adapter then builds an
+  Observation that holds only what the API server says (replicas, Ready and pending pods) with its metrics
+  state MISSING (`adapters/observation.observe`), and its rate-history range query fails.
+- ``vllm-unscraped``: Prometheus answers, but the vLLM pods' series stop (a ServiceMonitor deleted, the metrics
+  port renamed). Queries on them return empty results, not errors. The operator reads them as no fresh
+  sample (MISSING); KEDA's Prometheus trigger, with `ignoreNullValues` at its default true, reads an empty
+  result as the value 0 (§8 item 2 and the KEDA section).
+
+What each policy does is its own code's, given what it would see: `BLIND` policies decide on the Observation
+the outage leaves them; `HOLD` policies are controllers whose metric fetch errors, so they skip the round and
+keep the replica count (HPA when its metrics API fails, KEDA's HPA without a `fallback`, WVA's MetricsStale,
+Dynamo's skipped adjustment); `UNAFFECTED` policies read a source the outage does not touch (Knative's
+queue-proxy and AIBrix's direct pod scrape do not go through Prometheus; HPA's GPU utilisation comes from the
+DCGM exporter, scraped apart from vLLM; Dynamo's planner reads its frontend's counters; the bounds know the
+trace). After the outage Prometheus holds no samples for it, so the rate history keeps a gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from inferscale.scaling.types import MetricsState, Observation, RateSample
+
+PROMETHEUS_DOWN = "prometheus-down"
+VLLM_UNSCRAPED = "vllm-unscraped"
+KINDS = (PROMETHEUS_DOWN, VLLM_UNSCRAPED)
+
+_Decide = Callable[[Observation, float, Sequence[RateSample]], int]
+
+
+class Behaviour(Enum):
+    BLIND = "decides on what the outage leaves"
+    HOLD = "skips its decisions"
+    UNAFFECTED = "unaffected"
+
+
+_B, _H, _U = Behaviour.BLIND, Behaviour.HOLD, Behaviour.UNAFFECTED
+BEHAVIOUR: dict[str, dict[str, Behaviour]] = {
+    "inferscale": {PROMETHEUS_DOWN: _B, VLLM_UNSCRAPED: _B},
+    "oracle": {PROMETHEUS_DOWN: _U, VLLM_UNSCRAPED: _U},
+    "reactive-oracle": {PROMETHEUS_DOWN: _U, VLLM_UNSCRAPED: _U},
+    "static-peak": {PROMETHEUS_DOWN: _U, VLLM_UNSCRAPED: _U},
+    "hpa-gpu-util": {PROMETHEUS_DOWN: _H, VLLM_UNSCRAPED: _U},
+    "keda-queue": {PROMETHEUS_DOWN: _H, VLLM_UNSCRAPED: _B},
+    "knative-kpa": {PROMETHEUS_DOWN: _U, VLLM_UNSCRAPED: _U},
+    "aibrix-apa": {PROMETHEUS_DOWN: _U, VLLM_UNSCRAPED: _U},
+    "wva-saturation": {PROMETHEUS_DOWN: _H, VLLM_UNSCRAPED: _H},
+    "dynamo-sla": {PROMETHEUS_DOWN: _H, VLLM_UNSCRAPED: _U},
+}
+
+
+@dataclass(frozen=True)
+class Outage:
+    kind: str
+    start: float  # seconds on the replay's axis
+    end: float
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown outage kind {self.kind!r}; known: {', '.join(KINDS)}")
+        if not 0 <= self.start < self.end:
+            raise ValueError(f"an outage needs 0 <= start < end, got {self.start!r} to {self.end!r}")
+
+    def covers(self, at: float) -> bool:
+        return self.start <= at < self.end
+
+    def describe(self) -> dict[str, object]:
+        return {"kind": self.kind, "start_s": self.start, "end_s": self.end}
+
+
+class OutageView:
+    """One replay's policy seen through an outage: `decide` calls the policy, or not, with what it would see.
+    Keeps the rate history with the outage's gap as a list that only grows, so that a policy keeping its own
+    copy of the history (inferscale's `KeptHistory`) follows it incrementally."""
+
+    def __init__(self, outage: Outage | None, policy_name: str) -> None:
+        self.outage = outage
+        known = BEHAVIOUR.get(policy_name)
+        if outage is not None and known is None:
+            raise ValueError(f"no outage behaviour is known for policy {policy_name!r}")
+        self.behaviour = known[outage.kind] if outage is not None and known is not None else _U
+        self._gapped: list[RateSample] = []
+        self._seen = 0
+
+    def replicas(self, decide: _Decide, obs: Observation, now: float, history: Sequence[RateSample]) -> int | None:
+        """The count the policy asks for at `now`, or None when it skips the round (the count stays)."""
+        outage = self.outage
+        if outage is None or self.behaviour is _U:
+            return decide(obs, now, history)
+        gapped = self._gap(history, outage)
+        if not outage.covers(now):
+            return decide(obs, now, gapped)
+        if self.behaviour is _H:
+            return None
+        seen: Sequence[RateSample] = () if outage.kind == PROMETHEUS_DOWN else gapped
+        return decide(blind(obs), now, seen)
+
+    def _gap(self, history: Sequence[RateSample], outage: Outage) -> list[RateSample]:
+        if len(history) < self._seen:
+            raise ValueError("the replay's rate history shrank; it only grows")
+        self._gapped.extend(s for s in history[self._seen :] if not outage.covers(s.at))
+        self._seen = len(history)
+        return self._gapped
+
+
+def blind(obs: Observation) -> Observation:
+    """What the operator's adapter builds with no metric: the API server's counts, metrics MISSING."""
+    return Observation(
+        at=obs.at,
+        current_replicas=obs.current_replicas,
+        ready_replicas=obs.ready_replicas,
+        pending_replicas=obs.pending_replicas,
+        capacity_blocked_replicas=obs.capacity_blocked_replicas,
+        state=MetricsState.MISSING,
+    )

@@ -1,0 +1,183 @@
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from inferscale.scaling.types import MetricsState, Observation, RateSample
+from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.outage import BEHAVIOUR, KINDS, PROMETHEUS_DOWN, VLLM_UNSCRAPED, Behaviour, Outage, OutageView
+from inferscale.sim.policies import POLICY_NAMES
+from inferscale.sim.run import RunResult, run_policy
+from inferscale.sim.scenario import Scenario, prepare
+
+
+class Recorder:
+    def __init__(self, replicas: int = 7) -> None:
+        self.calls: list[tuple[Observation, float, Sequence[RateSample]]] = []
+        self.replicas = replicas
+
+    def __call__(self, obs: Observation, now: float, history: Sequence[RateSample]) -> int:
+        self.calls.append((obs, now, list(history)))
+        return self.replicas
+
+
+def seen(now: float) -> Observation:
+    return Observation(
+        at=now,
+        current_replicas=5,
+        ready_replicas=4,
+        pending_replicas=1,
+        pods_reporting=4,
+        state=MetricsState.COMPLETE,
+        kv_cache_utilization=0.5,
+        waiting=3.0,
+        running=40.0,
+        ttft_p95=0.2,
+        itl_mean=0.02,
+        request_rate=30.0,
+        newest_sample_at=now,
+        gpu_utilization=0.7,
+        arrival_rate=31.0,
+    )
+
+
+def history_until(now: float) -> list[RateSample]:
+    return [RateSample(float(t), 30.0) for t in range(60, int(now) + 1, 60)]
+
+
+OUTAGE_DOWN = Outage(PROMETHEUS_DOWN, 300.0, 600.0)
+
+
+def test_every_policy_lives_through_every_kind_of_outage_in_a_stated_way() -> None:
+    assert set(BEHAVIOUR) == set(POLICY_NAMES)
+    assert all(set(kinds) == set(KINDS) for kinds in BEHAVIOUR.values())
+
+
+def test_without_an_outage_the_policy_sees_what_the_replay_sees() -> None:
+    view, decide = OutageView(None, "a policy of a test"), Recorder()
+    obs, history = seen(400.0), history_until(400.0)
+    assert view.replicas(decide, obs, 400.0, history) == 7
+    assert decide.calls == [(obs, 400.0, history)]
+
+
+def test_a_policy_reading_another_source_is_not_touched() -> None:
+    view, decide = OutageView(OUTAGE_DOWN, "knative-kpa"), Recorder()
+    obs, history = seen(400.0), history_until(400.0)
+    assert view.replicas(decide, obs, 400.0, history) == 7
+    assert decide.calls == [(obs, 400.0, history)]
+
+
+def test_a_controller_whose_fetch_errors_skips_its_rounds_and_then_reads_a_history_with_a_gap() -> None:
+    view, decide = OutageView(OUTAGE_DOWN, "wva-saturation"), Recorder()
+    history: list[RateSample] = []
+    for now in range(60, 901, 60):
+        history.append(RateSample(float(now), 30.0))
+        asked = view.replicas(decide, seen(float(now)), float(now), history)
+        assert (asked is None) == (300 <= now < 600)
+    assert [now for _, now, _ in decide.calls] == [60, 120, 180, 240, 600, 660, 720, 780, 840, 900]
+    last_history = decide.calls[-1][2]
+    assert [s.at for s in last_history] == [60, 120, 180, 240, 600, 660, 720, 780, 840, 900]
+
+
+def test_inferscale_decides_on_what_the_adapter_builds_when_prometheus_does_not_answer() -> None:
+    view, decide = OutageView(OUTAGE_DOWN, "inferscale"), Recorder()
+    assert view.replicas(decide, seen(420.0), 420.0, history_until(420.0)) == 7
+    obs, _, history = decide.calls[0]
+    assert obs == Observation(
+        at=420.0, current_replicas=5, ready_replicas=4, pending_replicas=1, state=MetricsState.MISSING
+    )
+    assert history == []  # the range query failed too
+
+
+def test_keda_reads_empty_vllm_series_while_the_history_before_them_stays() -> None:
+    outage = Outage(VLLM_UNSCRAPED, 300.0, 600.0)
+    view, decide = OutageView(outage, "keda-queue"), Recorder()
+    assert BEHAVIOUR["keda-queue"][VLLM_UNSCRAPED] is Behaviour.BLIND
+    view.replicas(decide, seen(420.0), 420.0, history_until(420.0))
+    obs, _, history = decide.calls[0]
+    assert obs.waiting is None and obs.state is MetricsState.MISSING
+    assert [s.at for s in history] == [60, 120, 180, 240]
+
+
+def test_the_gapped_history_is_one_list_that_grows_so_a_policy_can_follow_it() -> None:
+    view, decide = OutageView(OUTAGE_DOWN, "inferscale"), Recorder()
+    history = history_until(240.0)
+    view.replicas(decide, seen(240.0), 240.0, history)
+    history += history_until(700.0)[len(history) :]
+    view.replicas(decide, seen(700.0), 700.0, history)
+    assert [s.at for s in decide.calls[-1][2]] == [60, 120, 180, 240, 600, 660]
+    with pytest.raises(ValueError, match="shrank"):
+        view.replicas(decide, seen(720.0), 720.0, history[:2])
+
+
+@pytest.mark.parametrize(
+    ("kind", "start", "end", "match"),
+    [("dns-down", 0.0, 60.0, "unknown outage kind 'dns-down'"), (PROMETHEUS_DOWN, 60.0, 60.0, "start < end")],
+)
+def test_an_outage_that_means_nothing_is_refused(kind: str, start: float, end: float, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        Outage(kind, start, end)
+
+
+def test_a_policy_without_a_stated_behaviour_cannot_live_through_an_outage() -> None:
+    with pytest.raises(ValueError, match="no outage behaviour is known for policy 'mystery'"):
+        OutageView(OUTAGE_DOWN, "mystery")
+
+
+# -- through a replay ---------------------------------------------------------------------------------------
+
+
+def falling(tmp_path: Path) -> Path:
+    """Ten minutes: 8 requests/s for four, then 1/s."""
+    lines, t = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"], 0.0
+    while t < 600.0:
+        m, s = divmod(t, 60)
+        lines.append(f"2023-11-16 18:{10 + int(m):02d}:{s:09.6f},{300 + int(t * 7) % 350},{20 + int(t) % 40}\n")
+        t += 0.125 if t < 240.0 else 1.0
+    path = tmp_path / "falling.csv"
+    path.write_text("".join(lines))
+    return path
+
+
+def replay(trace: Path, name: str, outage: Outage | None) -> RunResult:
+    prepared = prepare(Scenario(trace, rate_scale=60.0, time_to_ready=TimeToReady.parse("60s"), outage=outage))
+    return run_policy(prepared.workload, prepared.policy(name), prepared.run_config)
+
+
+def during(result: RunResult, outage: Outage) -> list[int]:
+    return [n for at, n in zip(result.timeline.at, result.timeline.provisioned, strict=True) if outage.covers(at)]
+
+
+def test_empty_vllm_series_scale_keda_down_and_inferscale_holds(azure_trace: Path) -> None:
+    outage = Outage(VLLM_UNSCRAPED, 120.0, 540.0)
+    keda, keda_blind = replay(azure_trace, "keda-queue", None), replay(azure_trace, "keda-queue", outage)
+    # ignoreNullValues: 0 waiting per replica, so HPA's recommendation falls to the minimum after its 5-minute window
+    assert min(during(keda_blind, outage)) == 1 < min(during(keda, outage))
+    assert keda_blind.scores.slo_attainment < keda.scores.slo_attainment
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_inferscale_never_shrinks_in_the_dark_where_it_would_have_seen_the_load_fall(tmp_path: Path, kind: str) -> None:
+    trace, outage = falling(tmp_path), Outage(kind, 180.0, 600.0)
+    seeing, blind = replay(trace, "inferscale", None), replay(trace, "inferscale", outage)
+    assert min(during(seeing, outage)) < max(during(seeing, outage))  # with its metrics it follows the load down
+    counts = during(blind, outage)
+    assert counts == sorted(counts) and counts[0] > 1  # unknown is never zero
+    in_outage = [d for d in blind.decisions if outage.covers(d.at)]
+    assert in_outage and {d.reason for d in in_outage} == {"MetricsMissing"}
+
+
+def test_with_prometheus_down_keda_holds_its_count_as_its_hpa_does_on_a_metric_error(azure_trace: Path) -> None:
+    outage = Outage(PROMETHEUS_DOWN, 120.0, 540.0)
+    counts = during(replay(azure_trace, "keda-queue", outage), outage)
+    assert len(set(counts)) == 1
+
+
+def test_the_outage_reaches_the_replays_description(azure_trace: Path) -> None:
+    outage = Outage(PROMETHEUS_DOWN, 60.0, 120.0)
+    s = replace(Scenario(azure_trace), outage=outage)
+    assert s.describe()["metrics_outage"] == {"kind": PROMETHEUS_DOWN, "start_s": 60.0, "end_s": 120.0}
+    assert Scenario(azure_trace).describe()["metrics_outage"] is None
