@@ -6,12 +6,16 @@ from pathlib import Path
 
 import pytest
 
+from inferscale.perf import replica_profile
 from inferscale.scaling.types import MetricsState, Observation, RateSample
+from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
+from inferscale.sim.fluid import run_fluid
 from inferscale.sim.outage import BEHAVIOUR, KINDS, PROMETHEUS_DOWN, VLLM_UNSCRAPED, Behaviour, Outage, OutageView
 from inferscale.sim.policies import POLICY_NAMES
-from inferscale.sim.run import RunResult, run_policy
+from inferscale.sim.run import RunConfig, RunResult, run_policy
 from inferscale.sim.scenario import Scenario, prepare
+from inferscale.sim.traces import RatePoint
 
 
 class Recorder:
@@ -181,3 +185,32 @@ def test_the_outage_reaches_the_replays_description(azure_trace: Path) -> None:
     s = replace(Scenario(azure_trace), outage=outage)
     assert s.describe()["metrics_outage"] == {"kind": PROMETHEUS_DOWN, "start_s": 60.0, "end_s": 120.0}
     assert Scenario(azure_trace).describe()["metrics_outage"] is None
+
+
+class Shrinking:
+    """Asks for 2 replicas whatever it sees, under a registered policy's name."""
+
+    interval = 10.0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.seen: list[Observation] = []
+
+    def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
+        self.seen.append(obs)
+        return 2
+
+
+def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does() -> None:
+    profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    curve = [RatePoint(600.0 * i, 5.0, 500.0, 100.0) for i in range(2)]
+    outage = Outage(PROMETHEUS_DOWN, 0.0, 1800.0)
+    cfg = RunConfig(
+        EngineConfig.from_profile(profile), 1, 0.5, 0.05, TimeToReady.parse("60s"), 4, warmup=10.0, outage=outage
+    )
+    holding = Shrinking("wva-saturation")
+    held = run_fluid(curve, 1200.0, holding, profile, cfg)
+    assert holding.seen == [] and held.scores.gpu_hours == pytest.approx(4 * 1200 / 3600)  # no round while blind
+    blind = Shrinking("keda-queue")
+    run_fluid(curve, 1200.0, blind, profile, replace(cfg, outage=replace(outage, kind=VLLM_UNSCRAPED)))
+    assert blind.seen and all(o.state is MetricsState.MISSING and o.waiting is None for o in blind.seen)
