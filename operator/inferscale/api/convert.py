@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import replace
 
@@ -61,13 +62,14 @@ def capacity_prior(
 
 
 def _profile(model: ModelRef, profile: str) -> ReplicaProfile:
-    return replica_profile(
-        profile,
-        model.gpu,
-        model.tensor_parallel,
-        max_num_seqs=model.max_num_seqs,
-        max_num_batched_tokens=model.max_num_batched_tokens,
-    )
+    return _cached_profile(profile, model.gpu, model.tensor_parallel, model.max_num_seqs, model.max_num_batched_tokens)
+
+
+# The capacity prior is asked for every decision (at the lengths observed that tick) and the profile behind it
+# depends on these five values only: a replay asks hundreds of thousands of times for one profile.
+@functools.lru_cache(maxsize=64)
+def _cached_profile(profile: str, gpu: str, tp: int, seqs: int | None, tokens: int | None) -> ReplicaProfile:
+    return replica_profile(profile, gpu, tp, max_num_seqs=seqs, max_num_batched_tokens=tokens)
 
 
 def with_engine_limits(model: ModelRef, limits: Mapping[str, int]) -> ModelRef:

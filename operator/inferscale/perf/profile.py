@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 
 from inferscale.perf.catalog import GPUSpec, gpu_spec, model_spec, vllm_batch_defaults
@@ -87,24 +86,6 @@ def utilization_needed(
 
 
 def replica_profile(
-    model: str,
-    gpu: str,
-    tp: int = 1,
-    gpu_memory_utilization: float = 0.9,
-    weight_dtype: str = "bf16",
-    max_num_seqs: int | None = None,
-    max_num_batched_tokens: int | None = None,
-    kv_dtype: str = "bf16",
-) -> ReplicaProfile:
-    # Pure in its arguments and asked for on every decision (the capacity prior at the observed lengths): a
-    # replay asks hundreds of thousands of times for the same few profiles.
-    return _replica_profile(
-        model, gpu, tp, gpu_memory_utilization, weight_dtype, max_num_seqs, max_num_batched_tokens, kv_dtype
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def _replica_profile(
     model: str,
     gpu: str,
     tp: int = 1,
