@@ -6,18 +6,17 @@ without it (same seed, same code path), so its result is the replay's own.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from inferscale.scaling.durations import format_duration
+from inferscale.sim.cold_start import Log, replay_each
 from inferscale.sim.outage import BEHAVIOUR, KINDS, Behaviour, Outage
-from inferscale.sim.run import RunResult, parallel, run_policy
+from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import Scenario, prepare
 from inferscale.sim.scores import share_text
 
 SPAN = (1 / 3, 2 / 3)  # of the replay: long enough to hold through a ramp, with a third after to recover
-
-Log = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -47,27 +46,12 @@ def replay(
     outages = [Outage(kind, start, end) for kind in KINDS]
     prepared = [prepare(replace(scenario, outage=o)) for o in outages]
     keys = [
-        f"{i}:{name}"
-        for i, o in enumerate(outages)
-        for name in base
-        if BEHAVIOUR[name][o.kind] is not Behaviour.UNAFFECTED
+        (i, name) for i, o in enumerate(outages) for name in base if BEHAVIOUR[name][o.kind] is not Behaviour.UNAFFECTED
     ]
-
-    def job(key: str) -> RunResult:
-        index, name = key.split(":", 1)
-        p = prepared[int(index)]
-        return run_policy(p.workload, p.policy(name), p.run_config)
-
-    def done(r: RunResult) -> None:
-        if log is not None:
-            log(f"  {r.policy}: {r.scores.slo_attainment:.4f}")
-
     if log is not None:
         log(f"  through a metrics outage from {format_duration(start)} to {format_duration(end)}")
-    results = parallel(keys, job, workers, done)
-    return [
-        OutageRun(o, {name: results.get(f"{i}:{name}", base[name]) for name in base}) for i, o in enumerate(outages)
-    ]
+    results = replay_each(prepared, keys, workers, log)
+    return [OutageRun(o, {name: results.get((i, name), base[name]) for name in base}) for i, o in enumerate(outages)]
 
 
 def during(result: RunResult, outage: Outage) -> list[int]:

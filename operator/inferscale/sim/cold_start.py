@@ -61,6 +61,16 @@ def replay(
     for ttr in ttrs:
         s = replace(scenario, time_to_ready=ttr)
         runs.append(prepare_fluid(s) if fluid else prepare(s))
+    keys = [(i, name) for i in range(len(ttrs)) for name in names]
+    results = replay_each(runs, keys, workers, log)
+    return [ColdStart(ttr, {name: results[i, name] for name in names}) for i, ttr in enumerate(ttrs)]
+
+
+def replay_each(
+    runs: Sequence[Prepared | FluidPrepared], keys: Sequence[tuple[int, str]], workers: int = 1, log: Log | None = None
+) -> dict[tuple[int, str], RunResult]:
+    """Policy `name` on `runs[i]` for every `(i, name)` of `keys`, request by request or in the fluid mode as
+    each was prepared, in parallel."""
     for p in runs:
         if isinstance(p, FluidPrepared):
             curve_tables(p.curve, p.profile)  # solved once here, inherited by the forked workers
@@ -72,11 +82,9 @@ def replay(
             return run_fluid(p.curve, p.duration, p.policy(name), p.profile, p.run_config)
         return run_policy(p.workload, p.policy(name), p.run_config)
 
-    keys = [f"{i}:{name}" for i in range(len(ttrs)) for name in names]
-
     def done(r: RunResult) -> None:
         if log is not None:
             log(f"  {r.policy}: {r.scores.slo_attainment:.4f}")
 
-    results = parallel(keys, job, workers, done)
-    return [ColdStart(ttr, {name: results[f"{i}:{name}"] for name in names}) for i, ttr in enumerate(ttrs)]
+    results = parallel([f"{i}:{name}" for i, name in keys], job, workers, done)
+    return {(i, name): results[f"{i}:{name}"] for i, name in keys}

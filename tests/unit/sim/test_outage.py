@@ -8,6 +8,7 @@ import pytest
 
 from inferscale.perf import replica_profile
 from inferscale.scaling.types import MetricsState, Observation, RateSample
+from inferscale.sim.bench_outage import during
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import run_fluid
@@ -149,10 +150,6 @@ def falling(tmp_path: Path) -> Path:
 def replay(trace: Path, name: str, outage: Outage | None) -> RunResult:
     prepared = prepare(Scenario(trace, rate_scale=60.0, time_to_ready=TimeToReady.parse("60s"), outage=outage))
     return run_policy(prepared.workload, prepared.policy(name), prepared.run_config)
-
-
-def during(result: RunResult, outage: Outage) -> list[int]:
-    return [n for at, n in zip(result.timeline.at, result.timeline.provisioned, strict=True) if outage.covers(at)]
 
 
 def test_empty_vllm_series_scale_keda_down_and_inferscale_holds(azure_trace: Path) -> None:

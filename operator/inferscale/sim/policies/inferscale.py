@@ -33,16 +33,11 @@ from inferscale.scaling.forecast import HISTORY_KEPT
 from inferscale.sim.policies.context import PolicyContext
 
 
-def kept(history: Sequence[RateSample], now: float) -> Sequence[RateSample]:
-    """What the operator would hold of `history` at `now`: its last `HISTORY_KEPT` seconds."""
-    return list(history[bisect_left(history, now - HISTORY_KEPT, key=lambda s: s.at) :])
-
-
 class KeptHistory:
-    """`kept` of a replay's history tick after tick, as a list trimmed in place: the replay only appends to its
-    history, so each tick adds the new samples and drops the expired ones instead of searching the whole
-    history through a view (a third of a 14-day replay's wall time went there). Any other history, or time
-    going back, starts over."""
+    """What the operator would hold of a replay's history at each tick, its last `HISTORY_KEPT` seconds, as a
+    list trimmed in place: the replay only appends to its history, so each tick adds the new samples and drops
+    the expired ones instead of searching the whole history through a view (a third of a 14-day replay's wall
+    time went there). Any other history, or time going back, starts over."""
 
     def __init__(self) -> None:
         self._source: Sequence[RateSample] | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,7 @@ from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS
 from inferscale.perf import replica_capacity_rps
 from inferscale.scaling import Observation, RateSample, ScalerState, decide
 from inferscale.scaling.forecast import HISTORY_KEPT
-from inferscale.sim.policies.inferscale import Inferscale, KeptHistory, kept
+from inferscale.sim.policies.inferscale import Inferscale, KeptHistory
 
 
 def loaded(current: int, kv: float, rate: float, isl: float = 1000.0, osl: float = 200.0) -> Observation:
@@ -152,6 +153,11 @@ def test_the_policy_forecasts_from_the_history_the_operator_keeps_not_the_whole_
     tail = kept(history, now)
     assert tail[0].at >= now - HISTORY_KEPT > tail[0].at - 60.0 and tail[-1] == history[-1]
     assert list(tail[:2]) == [s for s in history if s.at >= now - HISTORY_KEPT][:2]
+
+
+def kept(history: list[RateSample], now: float) -> list[RateSample]:
+    """What the operator holds of `history` at `now`, by its definition: its last `HISTORY_KEPT` seconds."""
+    return history[bisect_left(history, now - HISTORY_KEPT, key=lambda s: s.at) :]
 
 
 def test_the_kept_history_follows_a_growing_replay_history_tick_by_tick() -> None:
