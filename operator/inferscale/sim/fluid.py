@@ -205,15 +205,20 @@ def run_fluid(
             p95_weighted.append((ttft, arrivals))
             if serving:
                 itl_sum += itl * arrivals
-        if serving:
-            latency.add(ttft, itl, arrivals)
         arrived_sample += arrivals
         gpu_seconds += (ready + len(pending)) * step * profile.gpus
         kv = min(1.0, batch * table.tokens_per_seq / kv_capacity) if serving else math.nan
-        minute.add(served, arrivals, kv, busy)
         now = t + step
+        if view.keeps(now):
+            if serving:
+                latency.add(ttft, itl, arrivals)
+            minute.add(served, arrivals, kv, busy)
+        else:  # Prometheus stores nothing of this step: the windows after the outage start empty
+            latency.steps.clear()
+            minute.clear()
         if now >= next_history:
-            history.append(RateSample(now, minute.rate(minute.served)))
+            if (served_rate := minute.rate(minute.served)) is not None:
+                history.append(RateSample(now, served_rate))
             next_history += 60.0
         if now >= next_decide:
             lengths = (point.mean_input or default_in, point.mean_output or default_out)
@@ -323,8 +328,13 @@ class _LastMinute:
         self.kv.append(kv)
         self.busy.append(busy)
 
-    def rate(self, counts: deque[float]) -> float:
-        return sum(counts) / (len(counts) * self.dt)
+    def clear(self) -> None:
+        for window in (self.served, self.arrived, self.kv, self.busy):
+            window.clear()
+
+    def rate(self, counts: deque[float]) -> float | None:
+        """Per second over the steps kept (None after an outage emptied the window)."""
+        return sum(counts) / (len(counts) * self.dt) if counts else None
 
     @staticmethod
     def known(values: deque[float]) -> list[float]:
@@ -366,8 +376,8 @@ def _observation(
         ttft_p95=ttft,
         itl_mean=itl,
         request_rate=rate,
-        prompt_token_rate=rate * lengths[0],
-        generation_token_rate=rate * lengths[1],
+        prompt_token_rate=rate * lengths[0] if rate is not None else None,
+        generation_token_rate=rate * lengths[1] if rate is not None else None,
         newest_sample_at=now,
         gpu_utilization=sum(busy) / len(busy) if busy else None,
     )

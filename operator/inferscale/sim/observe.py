@@ -86,9 +86,12 @@ class Observer:
         self._n_retired = 0  # fleet.deleted[:n] are folded into _retired
         self.rate_history: list[RateSample] = []
         self._next_history = 0.0
+        self._last_scrape_at: float | None = None  # kept or not: the GPU busy fraction spans one scrape interval
 
-    def scrape(self, now: float, fleet: Fleet, arrived: int | None = None) -> None:
-        """`arrived`: requests that reached the router by `now` since the start (None: not counted)."""
+    def scrape(self, now: float, fleet: Fleet, arrived: int | None = None, keep: bool = True) -> None:
+        """`arrived`: requests that reached the router by `now` since the start (None: not counted). `keep`
+        False: Prometheus stores nothing of this scrape (it is down, or the pods' series are gone), so the
+        windows after it span only the samples on either side of the gap, as PromQL's rate and increase do."""
         for r in fleet.deleted[self._n_retired :]:
             self._retired = [a + b for a, b in zip(self._retired, _counters(r.engine), strict=True)]
         self._n_retired = len(fleet.deleted)
@@ -100,8 +103,9 @@ class Observer:
                     total[i] += v
         s = _Scrape(now, total, arrived)
         ready = fleet.ready
+        prev_at = self._last_scrape_at
+        self._last_scrape_at = now
         if ready:
-            prev_at = self._scrapes[-1].at if self._scrapes else None
             kvs = [r.engine.kv_usage for r in ready]
             s.pods = len(ready)
             s.kv_mean = sum(kvs) / len(kvs)
@@ -119,6 +123,8 @@ class Observer:
         else:
             for r in fleet.draining:
                 r.last_busy = r.engine.busy_seconds
+        if not keep:
+            return
         self._scrapes.append(s)
         horizon = now - max(self.latency_window, self.rate_window) - self.scrape_interval
         while len(self._scrapes) > 2 and self._scrapes[1].at <= horizon:

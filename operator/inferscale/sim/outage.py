@@ -16,7 +16,9 @@ keep the replica count (HPA when its metrics API fails, KEDA's HPA without a `fa
 Dynamo's skipped adjustment); `UNAFFECTED` policies read a source the outage does not touch (Knative's
 queue-proxy and AIBrix's direct pod scrape do not go through Prometheus; HPA's GPU utilisation comes from the
 DCGM exporter, scraped apart from vLLM; Dynamo's planner reads its frontend's counters; the bounds know the
-trace). After the outage Prometheus holds no samples for it, so the rate history keeps a gap.
+trace). After the outage Prometheus holds no samples for it: the rate history keeps a gap, and the windows of
+the first minutes after it (1-m rates, 2-m latency histograms) span only what was scraped since (`keeps`), as
+PromQL's rate and increase over a range with a hole in it do.
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ class OutageView:
         self.behaviour = known[outage.kind] if outage is not None and known is not None else _U
         self._gapped: list[RateSample] = []
         self._seen = 0
+
+    def keeps(self, at: float) -> bool:
+        """Whether the Prometheus this policy reads stores the scrape at `at`: not inside an outage that
+        reaches it (a policy reading another source keeps its own samples)."""
+        outage = self.outage
+        return outage is None or self.behaviour is _U or not outage.covers(at)
 
     def replicas(self, decide: _Decide, obs: Observation, now: float, history: Sequence[RateSample]) -> int | None:
         """The count the policy asks for at `now`, or None when it skips the round (the count stays)."""

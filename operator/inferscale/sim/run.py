@@ -148,7 +148,7 @@ def run_policy(
                 fleet.promote(tau)
             if next_scrape <= tau:
                 fleet.reap(tau)
-                observer.scrape(tau, fleet, arrived)
+                observer.scrape(tau, fleet, arrived, view.keeps(tau))
                 next_scrape += cfg.scrape_interval
             if next_decide <= tau:
                 obs = observer.observe(tau, fleet)
@@ -163,7 +163,7 @@ def run_policy(
                 timeline.load_rps.append(arrived_since_sample / cfg.timeline_step)
                 timeline.provisioned.append(fleet.provisioned)
                 timeline.ready.append(len(fleet.ready))
-                timeline.ttft_p95.append(obs.ttft_p95)
+                timeline.ttft_p95.append(obs.ttft_p95 if view.keeps(tau) else None)  # nothing seen inside an outage
                 arrived_since_sample = 0
                 next_sample += cfg.timeline_step
 

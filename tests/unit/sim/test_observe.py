@@ -121,3 +121,52 @@ def test_arrival_rate_counts_requests_routed_over_the_last_minute(engine_cfg: En
         cold.scrape(float(t), starting, arrived=2 * t)
     obs = cold.observe(60.0, starting)
     assert obs.arrival_rate == pytest.approx(2.0) and obs.request_rate is None
+
+
+def test_after_a_gap_the_windows_span_only_what_was_scraped_since(engine_cfg: EngineConfig) -> None:
+    """Scrapes Prometheus did not store (an outage) leave a hole: the first samples after it give no rate, then
+    rates and histograms over the samples since, as PromQL's rate and increase over a range with a hole."""
+    fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+    fleet.start(1)
+    e = fleet.ready[0].engine
+    gapped, whole = Observer(), Observer()
+    for t in range(0, 305, 5):
+        e.request_success_total += 10  # 2 requests/s until the outage ends
+        if t <= 195:
+            e.ttft_buckets[TTFT_BUCKETS.index(2.5)] += 10  # slow before and inside it
+        else:
+            e.ttft_buckets[TTFT_BUCKETS.index(0.1)] += 10  # fast after it
+        if t == 200:
+            e.request_success_total += 400  # a burst counted at the first scrape after it
+        keep = not 50 <= t < 200  # longer than the 2-m latency window
+        gapped.scrape(float(t), fleet, arrived=None, keep=keep)
+        whole.scrape(float(t), fleet)
+        if t == 200:
+            first, seen = gapped.observe(200.0, fleet), whole.observe(200.0, fleet)
+            assert first.request_rate is None and first.ttft_p95 is None  # one sample: no increase yet
+            assert first.running == 0.0 and first.kv_cache_utilization is not None  # gauges read at once
+            assert seen.request_rate is not None and seen.ttft_p95 is not None
+        if t == 230:
+            after = gapped.observe(230.0, fleet)
+            assert after.request_rate == pytest.approx(2.0)  # the 30 s since the first sample, not the burst
+            assert after.ttft_p95 is not None and after.ttft_p95 <= 0.1  # the slow ones were before the hole
+            assert whole.observe(230.0, fleet).ttft_p95 > 1.0  # without the hole the window holds them
+    assert [s.at for s in gapped.rate_history] == [260.0]  # at 200 the rate had one sample
+    assert [s.at for s in whole.rate_history] == [60.0, 120.0, 180.0, 240.0, 300.0]
+
+
+def test_gpu_busy_after_a_gap_spans_the_last_scrape_interval_not_the_gap(engine_cfg: EngineConfig) -> None:
+    fleets = []
+    for _ in range(2):  # one each: the busy fraction is read off the replicas, scrape to scrape
+        fleet = Fleet(engine_cfg, 1, TimeToReady(60, 60))
+        fleet.start(1)
+        for i in range(400):  # busy for the whole test
+            fleet.route(0.0, 2000, 8000, i, 0.0)
+        fleets.append(fleet)
+    gapped, whole = Observer(), Observer()
+    for t in range(0, 205, 5):
+        gapped.scrape(float(t), fleets[0], keep=not 50 <= t < 200)
+        whole.scrape(float(t), fleets[1])
+    busy = whole.observe(200.0, fleets[1]).gpu_utilization
+    assert busy is not None and busy > 0.9
+    assert gapped.observe(200.0, fleets[0]).gpu_utilization == pytest.approx(busy, abs=0.05)

@@ -185,17 +185,18 @@ def test_the_outage_reaches_the_replays_description(azure_trace: Path) -> None:
 
 
 class Shrinking:
-    """Asks for 2 replicas whatever it sees, under a registered policy's name."""
+    """Asks for 2 replicas (or `replicas`) whatever it sees, under a registered policy's name."""
 
     interval = 10.0
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, replicas: int = 2) -> None:
         self.name = name
+        self.replicas = replicas
         self.seen: list[Observation] = []
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         self.seen.append(obs)
-        return 2
+        return self.replicas
 
 
 def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does() -> None:
@@ -211,3 +212,18 @@ def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does(
     blind = Shrinking("keda-queue")
     run_fluid(curve, 1200.0, blind, profile, replace(cfg, outage=replace(outage, kind=VLLM_UNSCRAPED)))
     assert blind.seen and all(o.state is MetricsState.MISSING and o.waiting is None for o in blind.seen)
+
+
+def test_after_an_outage_the_fluid_windows_hold_only_what_was_scraped_since() -> None:
+    profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    curve = [RatePoint(0.0, 5.0, 500.0, 100.0), RatePoint(600.0, 40.0, 500.0, 100.0)]
+    cfg = RunConfig(EngineConfig.from_profile(profile), 1, 0.5, 0.05, TimeToReady.parse("60s"), 4, warmup=10.0)
+    first: dict[str, Observation] = {}
+    for name, outage in (("gapped", Outage(PROMETHEUS_DOWN, 300.0, 620.0)), ("whole", None)):
+        policy = Shrinking("keda-queue", 4)  # Prometheus down: it holds, then reads Prometheus's windows
+        run_fluid(curve, 1200.0, policy, profile, replace(cfg, outage=outage))
+        first[name] = next(o for o in policy.seen if o.at >= 620.0)
+    assert first["gapped"].at == first["whole"].at < 660.0
+    assert first["gapped"].request_rate == pytest.approx(40.0)  # the steps since the outage: all at 40 req/s
+    whole_rate = first["whole"].request_rate
+    assert whole_rate is not None and whole_rate < 30.0  # a minute that reaches back to the 5 req/s before 600
