@@ -29,10 +29,13 @@ WITNESS_FLOOR = 60.0
 
 
 def restarts(pod_status: Mapping[str, Any]) -> int:
-    """Container restarts of a pod, from its status or the collector's slim copy of it."""
+    """Container restarts of a pod, from its status or the collector's slim copy of it. Init containers count:
+    a weight download that crash-loops keeps the pod from Ready as surely as vLLM crashing does, and its
+    time would otherwise be measured as a start-up."""
     if "restarts" in pod_status:
         return int(pod_status.get("restarts") or 0)
-    return sum(int(c.get("restartCount") or 0) for c in pod_status.get("containerStatuses") or [])
+    containers = [*(pod_status.get("initContainerStatuses") or []), *(pod_status.get("containerStatuses") or [])]
+    return sum(int(c.get("restartCount") or 0) for c in containers)
 
 
 def parse_time(text: Any) -> float | None:

@@ -237,6 +237,20 @@ def test_a_restarted_pod_or_a_ready_time_hours_after_creation_is_not_a_start() -
     assert seconds(target_state(dep, [slim(restarted, "pods")], now=1e10)) == ()
 
 
+def test_an_init_container_that_crash_looped_makes_a_restart_too() -> None:
+    """A weight download that crash-loops: the pod is restarting, not a start-up to lead by."""
+    dep = {"spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}}}
+    looped = pod("b", True, "2026-01-01T00:00:00Z", "2026-01-01T00:20:00Z")
+    looped["status"]["initContainerStatuses"] = [{"name": "download-weights", "restartCount": 6}]  # type: ignore[index]
+    looped["status"]["containerStatuses"] = [{"name": "vllm", "restartCount": 0}]  # type: ignore[index]
+    pods = [pod("a", True, "2026-01-01T00:00:00Z", "2026-01-01T00:03:00Z"), looped]
+    assert seconds(target_state(dep, pods, now=1e10)) == (180.0,)
+    assert slim(looped, "pods")["status"]["restarts"] == 6
+    looping = pod("c", False, "2026-01-01T00:00:00Z")
+    looping["status"]["initContainerStatuses"] = [{"name": "download-weights", "restartCount": 3}]  # type: ignore[index]
+    assert target_state(dep, [looping], now=1767225600.0 + 600).restarting == 1
+
+
 def test_unschedulable_gpu_pods_become_capacity_blocked_after_the_timeout() -> None:
     dep = {"spec": {"replicas": 2, "selector": {"matchLabels": {"app": "x"}}}}
     p = pod("b", False, "2026-01-01T00:00:00Z")
