@@ -224,10 +224,19 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     runtime.refresher = Refresher(partial(write_status, kube, logger=runtime.logger))
     loop = Loop(collector, runtime)
     memo.loop = loop
+    try:
+        loop.runner = await _serve(loop, cfg.metrics_port)
+    except BaseException:
+        # kopf retries a failed startup: what this attempt opened goes, so the next starts clean (and its
+        # error names the cause, not a collector registered twice)
+        prom.close()
+        await kube.close()
+        if elector is not None:
+            await elector.kube.close()
+        raise
     counts = metrics.RequestCounts(lambda: prom.queries_sent, lambda: kube.requests_sent, collector.list_counts)
     metrics.REGISTRY.register(counts)
     loop.counts = counts
-    loop.runner = await _serve(loop, cfg.metrics_port)
     loop.elector = elector
     if cfg.prometheus_access.authenticated and cfg.prometheus_url.startswith("http://"):
         log.warning("the Prometheus credentials go over plain http: anyone on the path can read them; use https")
