@@ -166,7 +166,14 @@ class InferenceServiceStatus(BaseModel):
         default=None,
         description="Of the pending pods, those not Ready after a container restart (see condition PodsRestarting).",
     )
-    desired_replicas: int | None = Field(default=None, description="The last decision's replica count.")
+    desired_replicas: int | None = Field(
+        default=None,
+        description=(
+            "The last decision's replica count. This field, observed, recommendations, forecast and decision are"
+            " removed while Ready is False for a problem (Conflict, InvalidSpec, TargetNotFound, ...): nothing is"
+            " decided then."
+        ),
+    )
     last_scale_time: str | None = Field(default=None, description="When the operator last scaled (RFC 3339).")
     observed_generation: int | None = Field(default=None, description="Spec generation last acted upon.")
     target_name: str | None = Field(default=None, description="Name of the Deployment scaled.")

@@ -44,10 +44,12 @@ from inferscale.handlers.collector import HISTORY_STALE, Tick, as_selector
 from inferscale.handlers.runtime import Runtime, post_event
 from inferscale.handlers.scale_down import steer_scale_down
 from inferscale.handlers.status import (
+    LAST_DECISION,
     TRUE_IS_BAD,
     Condition,
     append_history,
     condition_changed,
+    condition_reworded,
     decision_status,
     has_news,
     held,
@@ -168,13 +170,18 @@ async def _patch_status(
 async def _problem(
     rt: Runtime, body: Mapping[str, Any], now: float, conditions: list[Condition], event_reason: str, message: str
 ) -> None:
-    """A state in which nothing is scaled: say so in conditions, and once in an Event."""
+    """A state in which nothing is scaled: say so in conditions, and once in an Event (again when the problem
+    is worded differently: another HPA in the way, another error). The figures of the last decision go from
+    status, as from the operator's gauges (`metrics.forget_figures`): printed as today's, they would say the
+    service is being scaled on them."""
     status = body.get("status") or {}
     previous = status.get("conditions")
     meta = body.get("metadata") or {}
     # an edited spec that still has a problem (perhaps another one) is announced again
     edited = status.get("observedGeneration") not in (None, meta.get("generation"))
-    if edited or any(condition_changed(previous, c) for c in conditions if c.status != "True" or c.type == "Conflict"):
+    problems = [c for c in conditions if c.status != "True" or c.type == "Conflict"]
+    reworded = any(condition_reworded(previous, c) for c in problems)
+    if edited or reworded or any(condition_changed(previous, c) for c in problems):
         await post_event(rt, body, "Warning", event_reason, message, now)
     # the engine's assessment outlives a problem with the target, so it is not announced again when that clears
     engine = held(previous, prefill_condition(None, None, lengths_known=False))
@@ -186,8 +193,10 @@ async def _problem(
         {
             "conditions": merge_conditions(previous, conditions, now, meta.get("generation")),
             "observedGeneration": meta.get("generation"),
+            **dict.fromkeys(LAST_DECISION),
         },
         now,
+        force=reworded,
     )
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     metrics.set_conditions(ns, name, ((c.type, c.status == "True") for c in conditions))

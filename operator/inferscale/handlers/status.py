@@ -52,6 +52,19 @@ def condition_changed(previous: Iterable[Mapping[str, Any]] | None, c: Condition
     return True
 
 
+def condition_reworded(previous: Iterable[Mapping[str, Any]] | None, c: Condition) -> bool:
+    """The same status and reason, told with another message."""
+    for p in previous or []:
+        if isinstance(p, Mapping) and p.get("type") == c.type:
+            return p.get("status") == c.status and p.get("reason") == c.reason and p.get("message") != c.message
+    return False
+
+
+# A tick's figures and decision, which a state that decides nothing removes from status (null in a merge patch).
+# `replicas` stays: a managed Deployment deleted meanwhile comes back at that count (`recreate_count`).
+LAST_DECISION = ("desiredReplicas", "observed", "recommendations", "forecast", "decision")
+
+
 def metrics_condition(obs: Observation | None, why: str) -> Condition:
     if obs is None:
         return Condition("MetricsAvailable", "Unknown", "NotObserved", why)
@@ -225,8 +238,9 @@ def has_news(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
 
 
 def refresh_due(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> bool:
-    """Whether the figures in status are older than STATUS_REFRESH (decision.at dates them)."""
-    if "decision" not in new:
+    """Whether the figures in status are older than STATUS_REFRESH (decision.at dates them). A status without
+    a decision (a problem's, which removes it) has no figures to refresh."""
+    if new.get("decision") is None:
         return False
     written = parse_time((old.get("decision") or {}).get("at"))
     return written is None or not 0 <= now - written < STATUS_REFRESH

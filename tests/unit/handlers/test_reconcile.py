@@ -613,6 +613,43 @@ async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
     assert conflict["status"] == "True" and "HorizontalPodAutoscaler/cpu" in conflict["message"]
 
 
+async def test_a_problem_told_anew_is_written_and_announced_and_the_last_decision_leaves_status() -> None:
+    """Another autoscaler replaces the first: status names the one in the way now, an Event says so, and the
+    figures of the last decision (desired, observed, the decision) no longer read as today's."""
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}}
+    kube = FakeKube()
+    await reconcile(runtime(kube), saturated_tick(2, NOW), svc(spec))
+    status: dict[str, Any] = {}
+    for written in kube.statuses():
+        status = merged(status, written)
+    assert status["desiredReplicas"] > 2 and "observed" in status and "decision" in status
+
+    def other(kind: str) -> dict[str, Any]:
+        target = {"kind": "Deployment", "name": "llm"}
+        return {"metadata": {"name": kind, "namespace": "ns"}, "spec": {"scaleTargetRef": target}}
+
+    for i, (hpas, scaled_objects, named) in enumerate(
+        [([other("team-a")], [], "HorizontalPodAutoscaler/team-a"), ([], [other("team-b")], "ScaledObject/team-b")]
+    ):
+        at = saturated_tick(2, NOW + 600 * (i + 1))
+        at.hpas, at.scaled_objects = hpas, scaled_objects
+        kube = FakeKube()
+        await reconcile(runtime(kube), at, svc(spec, status))
+        assert kube.scales() == [] and len(kube.statuses()) == 1
+        for written in kube.statuses():
+            status = merged(status, written)
+        conflict = next(c for c in status["conditions"] if c["type"] == "Conflict")
+        assert named in conflict["message"]
+        assert [e["reason"] for e in kube.events()] == ["Conflict"] and named in kube.events()[0]["message"]
+        assert not {"desiredReplicas", "observed", "recommendations", "forecast", "decision"} & set(status)
+        assert status["replicas"] >= 2 and "scaler" in status and status.get("history")
+    again = saturated_tick(2, NOW + 1800)  # the same problem told the same way: nothing new
+    again.scaled_objects = [other("team-b")]
+    kube = FakeKube()
+    await reconcile(runtime(kube), again, svc(spec, status))
+    assert kube.statuses() == [] and kube.events() == []
+
+
 async def test_advisory_mode_decides_and_reports_beside_an_hpa_it_does_not_fight() -> None:
     kube = FakeKube()
     hpa = {
