@@ -491,6 +491,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     decision = decide(obs, policy, state, now, rates)
 
     acted = ahead = unconfirmed = False
+    failed: Condition | None = None
     steer: str | None = ""
     if decision.changed and not advisory:
         ahead = await _record_ahead(rt, body, decision.state, now)
@@ -523,19 +524,18 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                 unconfirmed = decision.replicas < decision.current
                 then = "counted as made" if unconfirmed else "retried next tick"
                 msg = f"scaling {target} to {decision.replicas} got no clear answer ({e}); {then}"
-                await post_event(rt, body, "Warning", "ScaleUnconfirmed", msg, now)
+                failed = Condition("Ready", "False", "ScaleUnconfirmed", msg)
             else:
                 metrics.KUBE_ERRORS.labels("scale").inc()
-                await post_event(
-                    rt, body, "Warning", "ScaleFailed", f"could not scale {target} to {decision.replicas}: {e}", now
-                )
+                msg = f"could not scale {target} to {decision.replicas}: {e}"
+                failed = Condition("Ready", "False", "ScaleFailed", msg)
     new_state = decision.state if acted or unconfirmed else _unrecorded(decision, now)
     # a scale recorded ahead and then refused must be taken back whatever else the status says, or the next
     # tick counts a scale that never happened against the rate limit
     retract = ahead and not (acted or unconfirmed)
     await _write(
         rt, body, now, spec.mode, policy, obs, why, decision, ts, ttr, new_state, target, acted, prefill,
-        retract=retract, others=others, steer=steer or "",
+        retract=retract, others=others, steer=steer or "", failed=failed,
     )  # fmt: skip
     return decision
 
@@ -558,15 +558,19 @@ async def _write(
     retract: bool = False,
     others: Sequence[str] = (),
     steer: str = "",
+    failed: Condition | None = None,
 ) -> None:
+    """`failed`: Ready=False for a scale the API server refused or did not answer; announced once, when it
+    begins (a webhook or RBAC that refuses every tick would otherwise post an Event every tick)."""
     meta = body.get("metadata") or {}
     ns, name = meta.get("namespace", ""), meta.get("name", "")
     status = body.get("status") or {}
     previous = status.get("conditions")
     direction = "up" if decision.replicas > decision.current else "down"
 
+    deciding = f"deciding for Deployment {target}"
     conditions = [
-        Condition("Ready", "True", "Scaling" if mode == "Active" else "Advising", f"deciding for Deployment {target}"),
+        failed or Condition("Ready", "True", "Scaling" if mode == "Active" else "Advising", deciding),
         metrics_condition(obs, why),
         slo_condition(decision, obs, policy.slo_ttft_p95 or 0.0, policy.slo_itl_mean or 0.0, policy.slo_tpot_p95),
         Condition(
@@ -604,7 +608,7 @@ async def _write(
         prefill,
     ]
     for c in conditions:
-        if c.type in ("MetricsAvailable", *TRUE_IS_BAD, prefill.type) and condition_changed(previous, c):
+        if c.type in ("Ready", "MetricsAvailable", *TRUE_IS_BAD, prefill.type) and condition_changed(previous, c):
             bad = (c.status == "True") if c.type in TRUE_IS_BAD else (c.status == "False")
             if bad:
                 await post_event(rt, body, "Warning", c.reason, c.message, now)
