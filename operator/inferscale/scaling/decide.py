@@ -302,6 +302,13 @@ def _decide(
     elif desired < current and REQUESTS in obs.partial_rates:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while busy pods do not report their request rate", desired)
+    elif desired < current and obs.state is MetricsState.PARTIAL and 2 * _reporting(obs) < obs.ready_replicas:
+        # HPA's rule (a pod without a sample counts at the target on the way down) shrinks a fleet by what its
+        # reporting pods leave idle; from a minority, tick after tick, it would walk the fleet down on the word
+        # of one idle pod while the silent ones may be full
+        desired = current
+        k = _reporting(obs)
+        note(Reason.METRICS_MISSING, f"no scale-down while only {k} of {obs.ready_replicas} Ready pods report", desired)
     elif desired < current and obs.state is MetricsState.PARTIAL and any(r.signal is Reason.CAPACITY for r in recs):
         # the request rate sums the pods that report: a lower bound, which would size the fleet for part of it
         desired = current

@@ -401,7 +401,8 @@ async def test_a_scale_refused_every_tick_is_a_condition_announced_once_not_an_e
     for i in range(4):
         await reconcile(runtime(kube), saturated_tick(2, NOW + 10 * i), svc(spec, _held(kube)))
     ready = next(c for c in _held(kube)["conditions"] if c["type"] == "Ready")
-    assert (ready["status"], ready["reason"]) == ("False", "ScaleFailed") and "could not scale llm to" in ready["message"]
+    assert (ready["status"], ready["reason"]) == ("False", "ScaleFailed")
+    assert "could not scale llm to" in ready["message"]
     assert len(kube.scales()) == 4 and [e["reason"] for e in kube.events()] == ["ScaleFailed"]
     del kube.fail["/scale"]  # the permission granted: the next scale goes through and Ready turns back
     await reconcile(runtime(kube), saturated_tick(2, NOW + 40), svc(spec, _held(kube)))

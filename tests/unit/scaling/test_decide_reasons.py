@@ -43,6 +43,20 @@ def test_a_request_rate_some_pods_do_not_report_never_shrinks_the_fleet(partial:
         assert "no scale-down on the request rate of 5 of 10 Ready pods" in d.message
 
 
+@pytest.mark.parametrize(("reporting", "expected"), [(8, 1), (4, 4), (3, 8), (1, 8)])
+def test_idle_pods_shrink_the_fleet_only_when_at_least_half_of_it_reports(reporting: int, expected: int) -> None:
+    """HPA's rule (silent pods at the target on the way down) from half the fleet or more; from fewer, the
+    word of a few idle pods does not walk the fleet down while the others say nothing."""
+    pol = policy(scale_down=ScaleRule(0.0, 100.0, None, 60.0, Release.HOLD), **NO_SLO)
+    state = MetricsState.COMPLETE if reporting == 8 else MetricsState.PARTIAL
+    obs = observe(8, kv=0.0, waiting=0.0, at=NOW, newest_sample_at=NOW, pods_reporting=reporting, state=state)
+    d = decide(obs, pol, ScalerState(recommendations=(TimedReplicas(0.0, 8),)), NOW)
+    assert d.replicas == expected, d.message
+    if expected == 8:
+        assert Reason.METRICS_MISSING in d.limits
+        assert f"no scale-down while only {reporting} of 8 Ready pods report" in d.message
+
+
 def test_a_scale_up_is_named_for_the_signal_that_set_it_not_for_one_the_tolerance_held() -> None:
     # KV 87.2% on 20 replicas is within the 10% tolerance (holds 20, raw 22); the capacity signal asks for 21
     pol = policy(max_replicas=40, capacity_prior_rps=10.0, **NO_SLO)
