@@ -41,7 +41,7 @@ from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.collector import HISTORY_STALE, Tick, as_selector
-from inferscale.handlers.runtime import Runtime, post_event
+from inferscale.handlers.runtime import Runtime, ScaleRefusal, post_event
 from inferscale.handlers.scale_down import steer_scale_down
 from inferscale.handlers.status import (
     LAST_DECISION,
@@ -311,6 +311,10 @@ async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState
     return False
 
 
+def _refused(refusal: ScaleRefusal) -> str:
+    return f"{refusal.message}; tried again every {format_duration(refusal.delay)} while it is refused"
+
+
 def _unrecorded(decision: Decision, now: float) -> ScalerState:
     """The decision's state without the scale event it assumed: used when nothing was written."""
     events = tuple(e for e in decision.state.scale_events if e.at != now)
@@ -493,7 +497,10 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     acted = ahead = unconfirmed = False
     failed: Condition | None = None
     steer: str | None = ""
-    if decision.changed and not advisory:
+    refusal = rt.refused_scales.get(uid)
+    if decision.changed and not advisory and refusal is not None and now < refusal.retry_at:
+        failed = Condition("Ready", "False", "ScaleFailed", _refused(refusal))  # not tried again yet
+    elif decision.changed and not advisory:
         ahead = await _record_ahead(rt, body, decision.state, now)
     if ahead and rt.deletion_cost and decision.replicas < decision.current:
         loads = pod_loads(
@@ -510,6 +517,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         try:
             await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{target}/scale", patch)
             acted = True
+            rt.refused_scales.pop(uid, None)
         except KubeError as e:
             if e.status == 409 and version:
                 metrics.KUBE_ERRORS.labels("scale_conflict").inc()
@@ -527,8 +535,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                 failed = Condition("Ready", "False", "ScaleUnconfirmed", msg)
             else:
                 metrics.KUBE_ERRORS.labels("scale").inc()
-                msg = f"could not scale {target} to {decision.replicas}: {e}"
-                failed = Condition("Ready", "False", "ScaleFailed", msg)
+                refusal = rt.refuse_scale(uid, now, f"could not scale {target} to {decision.replicas}: {e}")
+                failed = Condition("Ready", "False", "ScaleFailed", _refused(refusal))
     new_state = decision.state if acted or unconfirmed else _unrecorded(decision, now)
     # a scale recorded ahead and then refused must be taken back whatever else the status says, or the next
     # tick counts a scale that never happened against the rate limit

@@ -19,6 +19,20 @@ if TYPE_CHECKING:
     from inferscale.handlers.refresher import Refresher
 
 
+# A /scale write the API server refused (RBAC, a webhook, validation) is tried again after this long, doubled
+# at each refusal up to REFUSED_SCALE_MAX: every tick it cost two status writes (the record ahead of the scale
+# and its retraction) for a write that fails the same way until a person fixes something.
+REFUSED_SCALE_RETRY = 30.0
+REFUSED_SCALE_MAX = 120.0
+
+
+@dataclass(frozen=True)
+class ScaleRefusal:
+    retry_at: float
+    delay: float
+    message: str
+
+
 @dataclass
 class Runtime:
     kube: KubeApi
@@ -29,17 +43,25 @@ class Runtime:
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
     # service uid -> the managed template hash whose update the API server refused, announced once
     refused_templates: dict[str, str] = field(default_factory=dict)
+    refused_scales: dict[str, ScaleRefusal] = field(default_factory=dict)  # service uid -> its last refused scale
     refresher: Refresher | None = None  # None: figure refreshes are written in the tick
     deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
     deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
     refused_releases: set[str] = field(default_factory=set)  # pod uids whose cost could not be taken off for good
 
+    def refuse_scale(self, uid: str, now: float, message: str) -> ScaleRefusal:
+        last = self.refused_scales.get(uid)
+        delay = min(2 * last.delay, REFUSED_SCALE_MAX) if last is not None else REFUSED_SCALE_RETRY
+        self.refused_scales[uid] = refusal = ScaleRefusal(now + delay, delay, message)
+        return refusal
+
     def forget_absent(self, services: set[str], pods: set[str]) -> None:
         """Drop what is kept of services and pods the cluster no longer has (uids): one entry per service ever
         created would otherwise stay for as long as the operator runs."""
         self.last_decided = {u: t for u, t in self.last_decided.items() if u in services}
         self.refused_templates = {u: h for u, h in self.refused_templates.items() if u in services}
+        self.refused_scales = {u: r for u, r in self.refused_scales.items() if u in services}
         self.refused_costs &= services
         self.deferred_costs &= services
         self.refused_releases &= pods
