@@ -168,11 +168,16 @@ def _no_prior_note(policy: Policy, model: ModelRef, lengths: str) -> str:
     )
 
 
-def with_observed_prior(policy: Policy, model: ModelRef, obs: Observation) -> Policy:
+def with_observed_prior(
+    policy: Policy, model: ModelRef, obs: Observation, before: tuple[float, float] | None = None
+) -> Policy:
     """The policy with the profile's capacity at the request lengths this service actually sees
-    (not the typical ones) when the engines report them; unchanged otherwise. The operator and the
-    simulator both call this, so they size replicas alike."""
-    lengths = observed_lengths(obs)
+    (not the typical ones) when the engines report them, else at the lengths they reported `before` (the
+    caller's last `observed_lengths`); unchanged without either. The operator and the simulator both call
+    this, so they size replicas alike. Without `before`, a tick whose rates are missing while the gauges
+    answer (the first scrape after Prometheus restarts) sized at the typical 1000/200 tokens: 8x too few
+    requests per replica for 120-token prompts, and the fleet doubled for a scale-down window."""
+    lengths = observed_lengths(obs) or before
     if lengths is None or model.profile is None:
         return policy
     try:

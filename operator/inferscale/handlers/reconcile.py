@@ -481,7 +481,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
-    policy = noting_a_missing_prior(with_observed_prior(policy, model, obs), model)
+    lengths = rt.last_lengths[uid] = observed_lengths(obs) or rt.last_lengths.get(uid)
+    policy = noting_a_missing_prior(with_observed_prior(policy, model, obs, lengths), model)
     prefill = held(
         status.get("conditions"),
         prefill_condition(

@@ -44,6 +44,9 @@ class Runtime:
     # service uid -> the managed template hash whose update the API server refused, announced once
     refused_templates: dict[str, str] = field(default_factory=dict)
     refused_scales: dict[str, ScaleRefusal] = field(default_factory=dict)  # service uid -> its last refused scale
+    # service uid -> the mean (prompt, output) tokens its engines last reported: the capacity prior's lengths on a
+    # tick whose rates are missing (api.convert.with_observed_prior)
+    last_lengths: dict[str, tuple[float, float] | None] = field(default_factory=dict)
     refresher: Refresher | None = None  # None: figure refreshes are written in the tick
     deletion_cost: bool = True  # steer scale-downs to the idlest pods (adapters.deletion_cost)
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
@@ -62,6 +65,7 @@ class Runtime:
         self.last_decided = {u: t for u, t in self.last_decided.items() if u in services}
         self.refused_templates = {u: h for u, h in self.refused_templates.items() if u in services}
         self.refused_scales = {u: r for u, r in self.refused_scales.items() if u in services}
+        self.last_lengths = {u: lengths for u, lengths in self.last_lengths.items() if u in services}
         self.refused_costs &= services
         self.deferred_costs &= services
         self.refused_releases &= pods

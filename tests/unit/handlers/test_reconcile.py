@@ -890,6 +890,21 @@ def prefill_cond(status: dict[str, Any]) -> dict[str, Any]:
     return c
 
 
+async def test_the_lengths_last_reported_outlive_a_tick_without_rates() -> None:
+    kube = FakeKube()
+    rt = runtime(kube)
+    await reconcile(rt, long_prompt_tick(), svc(LONG_SPEC))
+    assert rt.last_lengths["u1"] == (15000.0, 150.0)
+    blank = long_prompt_tick(at=NOW + 10)  # Prometheus back: gauges answer, rate() has one sample yet
+    for series in blank.fleet[()].pods.values():
+        for rate in ("requests", "prompt_tokens", "generation_tokens"):
+            series.values.pop(rate, None)
+    await reconcile(rt, blank, svc(LONG_SPEC, kube.statuses()[-1]))
+    assert rt.last_lengths["u1"] == (15000.0, 150.0)
+    rt.forget_absent(set(), set())
+    assert rt.last_lengths == {}
+
+
 async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() -> None:
     kube = FakeKube()
     await reconcile(runtime(kube), long_prompt_tick(), svc(LONG_SPEC))

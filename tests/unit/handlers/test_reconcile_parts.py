@@ -84,6 +84,11 @@ def test_observed_lengths_need_every_rate() -> None:
     assert observed_lengths(jitter) == (1200.0, 1.0)
     model = ModelRef.model_validate({"name": "m", "profile": "llama-3.1-8b", "gpu": "h100-80gb"})
     assert (with_observed_prior(Policy(1, 4), model, jitter).capacity_prior_rps or 0) > 0
+    # a tick without rates sizes at the lengths reported before, not at the typical 1000/200
+    blank = Observation(**{**obs.__dict__, "request_rate": None})
+    before = with_observed_prior(Policy(1, 4), model, obs).capacity_prior_rps
+    assert with_observed_prior(Policy(1, 4), model, blank, (1200.0, 210.0)).capacity_prior_rps == before
+    assert with_observed_prior(Policy(1, 4), model, blank).capacity_prior_rps is None  # Policy's own: none
 
 
 def seconds(ts: TargetState) -> tuple[float, ...]:

@@ -25,7 +25,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from typing import Any
 
-from inferscale.api.convert import policy_from_spec, with_observed_prior
+from inferscale.api.convert import observed_lengths, policy_from_spec, with_observed_prior
 from inferscale.api.rules import MAX_DURATION_SECONDS
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.scaling import Decision, Observation, Policy, RateSample, decide, state_from_status, state_to_status
@@ -107,9 +107,11 @@ class Inferscale:
         self.status: dict[str, Any] = state_to_status(state_from_status(None))
         self.last_decision: Decision | None = None
         self.history = KeptHistory()
+        self.lengths: tuple[float, float] | None = None  # the last the engines reported, as the operator keeps
 
     def _policy_now(self, obs: Observation) -> Policy:
-        return with_observed_prior(self.policy, self.spec.model, obs)
+        self.lengths = observed_lengths(obs) or self.lengths
+        return with_observed_prior(self.policy, self.spec.model, obs, self.lengths)
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         policy = self._policy_now(obs)

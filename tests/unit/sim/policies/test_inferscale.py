@@ -79,6 +79,9 @@ def test_capacity_prior_follows_observed_lengths_not_the_trace() -> None:
     assert prior is not None and policy.policy.capacity_prior_rps is not None
     assert prior < policy.policy.capacity_prior_rps  # longer requests: fewer per second per replica
     assert prior == pytest.approx(replica_capacity_rps(PROFILE, 4000.0, 500.0, 0.3, 0.04), rel=0.01)
+    # then a tick without rates (the first scrape after Prometheus came back): the lengths last reported, not
+    # the typical ones
+    assert policy._policy_now(idle).capacity_prior_rps == prior
 
 
 def test_state_lives_in_status_and_survives_a_restart() -> None:
