@@ -83,8 +83,9 @@ def section(runs: Sequence[tuple[str, dict[str, RunResult], list[OutageRun]]]) -
         "(HPA, KEDA's HPA without a `fallback`, WVA, Dynamo), *unaffected* reads a source the outage leaves "
         "(Knative's queue-proxy, AIBrix's direct pod scrape, the DCGM exporter, Dynamo's frontend, the bounds): "
         "its result is the replay's own. After the outage Prometheus holds no samples for it: the rate history "
-        "keeps a gap. Each cell: SLO attainment, GPU-hours, and the fewest to most replicas provisioned at the "
-        "minutes inside the outage.",
+        "keeps a gap, and the first rates and latency histograms after it span only what was scraped since (the "
+        "first scrape gives no rate at all). Each cell: SLO attainment, GPU-hours, and the fewest to most "
+        "replicas provisioned at the minutes inside the outage.",
         "",
     ]
     for name, base, outages in runs:
