@@ -13,6 +13,9 @@ from inferscale.sim.scenario import Scenario
 from inferscale.sim.traces import TRACE_FORMATS, resolve_format
 
 REQUEST_LEVEL_LIMIT = 5_000_000  # ~1 min per policy at the measured speed, a few GB of memory
+# The most a request-level replay asked for by name builds: the arrays alone hold tens of bytes per request,
+# and 14 days of a ServeGen curve are billions of requests (a traceback from numpy, or hours).
+REQUEST_MODE_MAX = 4 * REQUEST_LEVEL_LIMIT
 
 TraceOpt = Annotated[Path, typer.Option("--trace", help="Trace file (Azure CSV, Mooncake JSONL, ServeGen CSV).")]
 FormatOpt = Annotated[
@@ -61,10 +64,11 @@ OutageOpt = Annotated[
     ),
 ]
 OutageKindOpt = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--outage-kind",
-        help="prometheus-down (every query errors) or vllm-unscraped (Prometheus answers, the vLLM series are empty).",
+        help="With --metrics-outage: prometheus-down (every query errors; the default) or vllm-unscraped "
+        "(Prometheus answers, the vLLM series are empty).",
     ),
 ]
 IntervalOpt = Annotated[str, typer.Option("--interval", help="inferscale's decision interval.")]

@@ -21,6 +21,7 @@ from rich.table import Table
 from inferscale.commands import checks
 from inferscale.commands.replay_options import (
     REQUEST_LEVEL_LIMIT,
+    REQUEST_MODE_MAX,
     DurationOpt,
     FormatOpt,
     GpuOpt,
@@ -84,6 +85,13 @@ def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
     """Request-level unless asked otherwise or the trace stands for more requests than is sensible to
     build one by one (a 14-day ServeGen curve is billions)."""
     if mode == "request":
+        _, _, expected = expected_requests(scenario)
+        if expected > REQUEST_MODE_MAX:
+            raise SimulateInputError(
+                f"--mode request: the selected window stands for {expected:,.0f} requests, more than the "
+                f"{REQUEST_MODE_MAX:,} a request-level replay builds one by one; use --mode fluid, a shorter "
+                "--duration or a lower --rate-scale"
+            )
         return prepare(scenario)
     if mode == "fluid":
         return prepare_fluid(scenario)
@@ -205,8 +213,10 @@ def build_scenario(
     scale_down_release: str | None = None,
     start: str | None = None,
     metrics_outage: str | None = None,
-    outage_kind: str = PROMETHEUS_DOWN,
+    outage_kind: str | None = None,
 ) -> Scenario:
+    if outage_kind is not None and metrics_outage is None:
+        raise SimulateInputError(f"--outage-kind {outage_kind} needs --metrics-outage START+DURATION")
     window = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
     checks.seed(seed)
     checks.tensor_parallel(tp, model)
@@ -235,7 +245,11 @@ def build_scenario(
         max_num_batched_tokens=max_num_batched_tokens,
         capacity_utilization=capacity_utilization,
         scale_down_release=release,
-        outage=checks.outage("--metrics-outage", metrics_outage, outage_kind) if metrics_outage is not None else None,
+        outage=(
+            checks.outage("--metrics-outage", metrics_outage, outage_kind or PROMETHEUS_DOWN)
+            if metrics_outage is not None
+            else None
+        ),
     )
 
 
@@ -448,7 +462,7 @@ def simulate(
     time_to_ready: TimeToReadyOpt = DEFAULT_TIME_TO_READY,
     interval: IntervalOpt = "10s",
     metrics_outage: OutageOpt = None,
-    outage_kind: OutageKindOpt = PROMETHEUS_DOWN,
+    outage_kind: OutageKindOpt = None,
     policy: Annotated[
         list[str] | None, typer.Option("--policy", help="Policy to run (repeatable); all when omitted.")
     ] = None,
@@ -476,6 +490,17 @@ def simulate(
             raise SimulateInputError(
                 f"--decisions: only {EXPLAINED} explains its decisions, and it is not among the policies; "
                 f"add --policy {EXPLAINED}"
+            )
+        own = {
+            "--capacity-utilization": capacity_utilization,
+            "--scale-down-release": scale_down_release,
+            "--slo-tpot-p95": slo_tpot,
+        }
+        given = [flag for flag, value in own.items() if value is not None]
+        if given and EXPLAINED not in names:
+            raise SimulateInputError(
+                f"{', '.join(given)}: {'sets' if len(given) == 1 else 'set'} {EXPLAINED}'s spec, and "
+                f"{EXPLAINED} is not among the policies; add --policy {EXPLAINED}"
             )
         check_outputs(trace, json_out, plot, decisions)
         scenario = scenario_from_flags(locals())

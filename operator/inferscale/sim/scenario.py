@@ -129,7 +129,18 @@ class FluidPrepared:
 def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     """The scaled rate curve (ServeGen's own windows, request traces in minutes, each over the time it
     covers: `load_request_curve`), its duration and the number of requests it stands for, without
-    generating them."""
+    generating them. Raises ValueError when that is less than one request: a score over no request (a
+    fluid replay's 100%) would read as a result."""
+    curve, duration, total = _expected(s)
+    if total < 1:
+        raise ValueError(
+            f"{s.trace}: the selected window stands for {total:.3g} requests at --rate-scale {s.rate_scale:g}; "
+            "nothing to simulate"
+        )
+    return curve, duration, total
+
+
+def _expected(s: Scenario) -> tuple[list[RatePoint], float, float]:
     if resolve_format(s.trace, s.fmt) != "servegen":
         curve, duration = load_request_curve(
             s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, window=60.0, start=s.start

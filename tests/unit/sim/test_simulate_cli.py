@@ -96,6 +96,19 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--metrics-outage", "2m+0s"], "--metrics-outage duration must be positive, got '0s'"),
         (["--metrics-outage", "2m+1m", "--outage-kind", "dns"], "--outage-kind 'dns' is not known; known: "),
         (["--metrics-outage", "10m+1m"], "--metrics-outage starts at 10m, at or after the replay's end (10m)"),
+        # a flag that modifies another, or a policy's own, given without it: dropped unseen until 2026-12-06
+        (["--outage-kind", "vllm-unscraped"], "--outage-kind vllm-unscraped needs --metrics-outage START+DURATION"),
+        (
+            ["--policy", "static-peak", "--capacity-utilization", "0.5", "--scale-down-release", "Hold"],
+            "--capacity-utilization, --scale-down-release: set inferscale's spec, and inferscale is not among the "
+            "policies; add --policy inferscale",
+        ),
+        # a fluid replay of no request scored 100%; a request-level one of 24 M requests built them all
+        (["--mode", "fluid", "--rate-scale", "1e-9"], "requests at --rate-scale 1e-09; nothing to simulate"),
+        (
+            ["--mode", "request", "--rate-scale", "20000"],
+            "--mode request: the selected window stands for 24,000,000 requests, more than the 20,000,000",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_a_message_and_no_traceback(azure_trace: Path, args: list[str], message: str) -> None:
