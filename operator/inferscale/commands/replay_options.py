@@ -113,5 +113,14 @@ def trace_window(
         rate_scale=rate_scale,
         time_scale=time_scale,
         start=checks.duration("--start", start) if start is not None else 0.0,
-        duration=checks.positive_duration("--duration", duration) if duration is not None else None,
+        duration=_replay_duration(duration) if duration is not None else None,
     )
+
+
+def _replay_duration(text: str) -> float:
+    """A replay's --duration: under a second it holds no scrape and no decision, and the peak-rate check would
+    blame --rate-scale for the few requests it crams into a nanosecond."""
+    seconds = checks.positive_duration("--duration", text)
+    if seconds < 1.0:
+        raise checks.InputError(f"--duration must be at least 1s (nothing is scraped or decided sooner), got {text!r}")
+    return seconds

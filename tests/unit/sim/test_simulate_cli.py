@@ -97,6 +97,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--metrics-outage", "2m+1m", "--outage-kind", "dns"], "--outage-kind 'dns' is not known; known: "),
         (["--metrics-outage", "10m+1m"], "--metrics-outage starts at 10m, at or after the replay's end (10m)"),
         # a flag that modifies another, or a policy's own, given without it: dropped unseen until 2026-12-06
+        (["--duration", "0.000001ms"], "--duration must be at least 1s (nothing is scraped or decided sooner)"),
         (["--outage-kind", "vllm-unscraped"], "--outage-kind vllm-unscraped needs --metrics-outage START+DURATION"),
         (
             ["--policy", "static-peak", "--capacity-utilization", "0.5", "--scale-down-release", "Hold"],
