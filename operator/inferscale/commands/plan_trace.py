@@ -31,7 +31,12 @@ def load(
     """The trace's rate curve as `simulate --mode fluid` replays it. Raises InputError, or a ValueError
     (TraceError among them) with a message, also when the selected part holds no request."""
     scenario = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
-    curve, span, _ = expected_requests(scenario)
+    curve, span, total = expected_requests(scenario)
+    if total < 1:  # sized, it read 0 replicas
+        raise ValueError(
+            f"the selected part of the trace holds no request; nothing to size ({total:.3g} expected at "
+            f"--rate-scale {rate_scale:g})"
+        )
     mean_in, mean_out = mean_lengths(curve, span)
     return TraceLoad(scenario, curve, span, (max(1, round(mean_in)), max(1, round(mean_out))))
 

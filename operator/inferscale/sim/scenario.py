@@ -129,18 +129,7 @@ class FluidPrepared:
 def expected_requests(s: Scenario) -> tuple[list[RatePoint], float, float]:
     """The scaled rate curve (ServeGen's own windows, request traces in minutes, each over the time it
     covers: `load_request_curve`), its duration and the number of requests it stands for, without
-    generating them. Raises ValueError when that is less than one request: a score over no request (a
-    fluid replay's 100%) would read as a result."""
-    curve, duration, total = _expected(s)
-    if total < 1:
-        raise ValueError(
-            f"{s.trace}: the selected window stands for {total:.3g} requests at --rate-scale {s.rate_scale:g}; "
-            "nothing to simulate"
-        )
-    return curve, duration, total
-
-
-def _expected(s: Scenario) -> tuple[list[RatePoint], float, float]:
+    generating them."""
     if resolve_format(s.trace, s.fmt) != "servegen":
         curve, duration = load_request_curve(
             s.trace, s.fmt, s.rate_scale, s.time_scale, s.duration, window=60.0, start=s.start
@@ -177,6 +166,11 @@ def _profile(s: Scenario) -> ReplicaProfile:
 def prepare_fluid(s: Scenario) -> FluidPrepared:
     profile = _profile(s)
     curve, duration, total = expected_requests(s)
+    if total < 1:  # a score over no request (100%) would read as a result
+        raise ValueError(
+            f"{s.trace}: the selected window stands for {total:.3g} requests at --rate-scale {s.rate_scale:g}; "
+            "nothing to simulate"
+        )
     ctx, cfg = _sized(s, profile, _context(s, profile, Trace(s.trace.stem, (), duration), tuple(curve)))
     return FluidPrepared(s, profile, curve, duration, total, ctx, cfg)
 

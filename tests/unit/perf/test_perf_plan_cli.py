@@ -388,6 +388,9 @@ def test_a_trace_part_without_requests_is_one_error_line(tmp_path: Any) -> None:
     result = runner.invoke(app, [*BASE, "--trace", str(trace), "--start", "2m", "--duration", "2m"])
     assert result.exit_code == 2 and "holds no request; nothing to size" in result.stderr, result.output
     assert result.stderr.count("\n") == 1
+    # a rate scaled to less than one request in all: sized, it read 0 replicas
+    result = runner.invoke(app, [*BASE, "--trace", str(trace), "--rate-scale", "1e-300"])
+    assert result.exit_code == 2 and "nothing to size (2e-300 expected at --rate-scale 1e-300)" in result.stderr
 
 
 @pytest.mark.parametrize(
