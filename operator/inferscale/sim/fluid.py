@@ -214,7 +214,7 @@ def run_fluid(
                 latency.add(ttft, itl, arrivals)
             minute.add(served, arrivals, kv, busy)
         else:  # Prometheus stores nothing of this step: the windows after the outage start empty
-            latency.steps.clear()
+            latency.clear()
             minute.clear()
         if now >= next_history:
             if (served_rate := minute.rate(minute.served)) is not None:
@@ -280,6 +280,9 @@ class _Latency:
 
     def add(self, ttft: float, itl: float, arrivals: float) -> None:
         self.steps.append((ttft, itl, arrivals))
+
+    def clear(self) -> None:
+        self.steps.clear()
 
     def _served(self) -> list[tuple[float, float, float]]:
         return [s for s in self.steps if s[2] > 0 and math.isfinite(s[0]) and math.isfinite(s[1])]

@@ -78,8 +78,7 @@ class Outage:
 
 class OutageView:
     """One replay's policy seen through an outage: `decide` calls the policy, or not, with what it would see.
-    Keeps the rate history with the outage's gap as a list that only grows, so that a policy keeping its own
-    copy of the history (inferscale's `KeptHistory`) follows it incrementally."""
+    The replay stores no scrape the outage takes away (`keeps`), so its rate history already has the gap."""
 
     def __init__(self, outage: Outage | None, policy_name: str) -> None:
         self.outage = outage
@@ -87,8 +86,6 @@ class OutageView:
         if outage is not None and known is None:
             raise ValueError(f"no outage behaviour is known for policy {policy_name!r}")
         self.behaviour = known[outage.kind] if outage is not None and known is not None else _U
-        self._gapped: list[RateSample] = []
-        self._seen = 0
 
     def keeps(self, at: float) -> bool:
         """Whether the Prometheus this policy reads stores the scrape at `at`: not inside an outage that
@@ -99,22 +96,12 @@ class OutageView:
     def replicas(self, decide: _Decide, obs: Observation, now: float, history: Sequence[RateSample]) -> int | None:
         """The count the policy asks for at `now`, or None when it skips the round (the count stays)."""
         outage = self.outage
-        if outage is None or self.behaviour is _U:
+        if outage is None or self.behaviour is _U or not outage.covers(now):
             return decide(obs, now, history)
-        gapped = self._gap(history, outage)
-        if not outage.covers(now):
-            return decide(obs, now, gapped)
         if self.behaviour is _H:
             return None
-        seen: Sequence[RateSample] = () if outage.kind == PROMETHEUS_DOWN else gapped
+        seen: Sequence[RateSample] = () if outage.kind == PROMETHEUS_DOWN else history
         return decide(blind(obs), now, seen)
-
-    def _gap(self, history: Sequence[RateSample], outage: Outage) -> list[RateSample]:
-        if len(history) < self._seen:
-            raise ValueError("the replay's rate history shrank; it only grows")
-        self._gapped.extend(s for s in history[self._seen :] if not outage.covers(s.at))
-        self._seen = len(history)
-        return self._gapped
 
 
 def blind(obs: Observation) -> Observation:

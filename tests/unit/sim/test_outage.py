@@ -75,16 +75,14 @@ def test_a_policy_reading_another_source_is_not_touched() -> None:
     assert decide.calls == [(obs, 400.0, history)]
 
 
-def test_a_controller_whose_fetch_errors_skips_its_rounds_and_then_reads_a_history_with_a_gap() -> None:
+def test_a_controller_whose_fetch_errors_skips_its_rounds() -> None:
     view, decide = OutageView(OUTAGE_DOWN, "wva-saturation"), Recorder()
-    history: list[RateSample] = []
     for now in range(60, 901, 60):
-        history.append(RateSample(float(now), 30.0))
-        asked = view.replicas(decide, seen(float(now)), float(now), history)
+        asked = view.replicas(decide, seen(float(now)), float(now), history_until(float(now)))
         assert (asked is None) == (300 <= now < 600)
+        assert view.keeps(float(now)) == (not 300 <= now < 600)
     assert [now for _, now, _ in decide.calls] == [60, 120, 180, 240, 600, 660, 720, 780, 840, 900]
-    last_history = decide.calls[-1][2]
-    assert [s.at for s in last_history] == [60, 120, 180, 240, 600, 660, 720, 780, 840, 900]
+    assert OutageView(OUTAGE_DOWN, "knative-kpa").keeps(420.0)  # its queue-proxy is scraped apart
 
 
 def test_inferscale_decides_on_what_the_adapter_builds_when_prometheus_does_not_answer() -> None:
@@ -101,21 +99,10 @@ def test_keda_reads_empty_vllm_series_while_the_history_before_them_stays() -> N
     outage = Outage(VLLM_UNSCRAPED, 300.0, 600.0)
     view, decide = OutageView(outage, "keda-queue"), Recorder()
     assert BEHAVIOUR["keda-queue"][VLLM_UNSCRAPED] is Behaviour.BLIND
-    view.replicas(decide, seen(420.0), 420.0, history_until(420.0))
+    view.replicas(decide, seen(420.0), 420.0, history_until(240.0))
     obs, _, history = decide.calls[0]
     assert obs.waiting is None and obs.state is MetricsState.MISSING
     assert [s.at for s in history] == [60, 120, 180, 240]
-
-
-def test_the_gapped_history_is_one_list_that_grows_so_a_policy_can_follow_it() -> None:
-    view, decide = OutageView(OUTAGE_DOWN, "inferscale"), Recorder()
-    history = history_until(240.0)
-    view.replicas(decide, seen(240.0), 240.0, history)
-    history += history_until(700.0)[len(history) :]
-    view.replicas(decide, seen(700.0), 700.0, history)
-    assert [s.at for s in decide.calls[-1][2]] == [60, 120, 180, 240, 600, 660]
-    with pytest.raises(ValueError, match="shrank"):
-        view.replicas(decide, seen(720.0), 720.0, history[:2])
 
 
 @pytest.mark.parametrize(
@@ -171,6 +158,17 @@ def test_inferscale_never_shrinks_in_the_dark_where_it_would_have_seen_the_load_
     assert in_outage and {d.reason for d in in_outage} == {"MetricsMissing"}
 
 
+@pytest.mark.parametrize("name", ["wva-saturation", "knative-kpa"])
+def test_the_rate_history_keeps_the_outage_s_gap_for_a_policy_reading_prometheus(azure_trace: Path, name: str) -> None:
+    outage = Outage(PROMETHEUS_DOWN, 120.0, 360.0)
+    ttr = TimeToReady.parse("60s")
+    prepared = prepare(Scenario(azure_trace, rate_scale=60.0, time_to_ready=ttr, outage=outage))
+    policy = Shrinking(name)
+    run_policy(prepared.workload, policy, prepared.run_config)  # type: ignore[arg-type]
+    inside = [at for at in policy.history if outage.covers(at)]
+    assert policy.history[-1] > 480.0 and bool(inside) == (name == "knative-kpa")  # Knative reads its queue-proxy
+
+
 def test_with_prometheus_down_keda_holds_its_count_as_its_hpa_does_on_a_metric_error(azure_trace: Path) -> None:
     outage = Outage(PROMETHEUS_DOWN, 120.0, 540.0)
     counts = during(replay(azure_trace, "keda-queue", outage), outage)
@@ -193,9 +191,11 @@ class Shrinking:
         self.name = name
         self.replicas = replicas
         self.seen: list[Observation] = []
+        self.history: list[float] = []  # when the samples of the last history it was given were taken
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         self.seen.append(obs)
+        self.history = [s.at for s in rate_history]
         return self.replicas
 
 
