@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from inferscale.api.models import InvalidSpec
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec, ModelRef
@@ -136,9 +138,27 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
 def observed_lengths(obs: Observation) -> tuple[float, float] | None:
     """Mean prompt and output tokens per request, from the engines' token and request rates; rounded
     to two significant digits so the perf model's cache serves a steady workload."""
-    rate, prompt, gen = obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate
     if obs.partial_rates:  # a ratio of sums over different pods is no pod's length
         return None
+    return _lengths(obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate)
+
+
+def reported_lengths(observed: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The lengths of the last observation written to status (`status.observed`): what a restarted
+    operator sizes a tick without rates at, before its engines report again. Only a complete one: a
+    partial observation's rates may be sums over different pods."""
+    if not isinstance(observed, Mapping) or observed.get("metrics") != "Complete":
+        return None
+    rates: list[float] = []
+    for key in ("requestRate", "promptTokenRate", "generationTokenRate"):
+        r = observed.get(key)
+        if not isinstance(r, (int, float)) or isinstance(r, bool) or not math.isfinite(r):
+            return None  # absent, or a status someone edited by hand
+        rates.append(float(r))
+    return _lengths(*rates)
+
+
+def _lengths(rate: float | None, prompt: float | None, gen: float | None) -> tuple[float, float] | None:
     if not rate or rate <= 0 or prompt is None or gen is None or prompt <= 0 or gen <= 0:
         return None
     # Every finished request has a prompt token and a generated one; a ratio below 1 is rate() jitter or

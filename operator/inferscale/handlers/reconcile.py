@@ -34,6 +34,7 @@ from inferscale.api.convert import (
     noting_a_missing_prior,
     observed_lengths,
     prefill_check,
+    reported_lengths,
     with_engine_limits,
     with_observed_prior,
 )
@@ -481,7 +482,10 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
-    lengths = rt.last_lengths[uid] = observed_lengths(obs) or rt.last_lengths.get(uid)
+    # what the engines last reported; after a restart, what the last status says they did
+    reported = None if moved else reported_lengths(status.get("observed"))
+    lengths = observed_lengths(obs) or rt.last_lengths.get(uid) or reported
+    rt.last_lengths[uid] = lengths
     policy = noting_a_missing_prior(with_observed_prior(policy, model, obs, lengths), model)
     prefill = held(
         status.get("conditions"),

@@ -17,7 +17,7 @@ from inferscale.handlers.metrics import REGISTRY
 from inferscale.handlers.rate_history import RateHistory
 from inferscale.handlers.reconcile import managed_deployment, reconcile
 from inferscale.handlers.runtime import Runtime
-from inferscale.scaling.types import Reason
+from inferscale.scaling.types import Decision, Reason, Recommendation
 
 NOW = 1_800_000_000.0
 
@@ -903,6 +903,43 @@ async def test_the_lengths_last_reported_outlive_a_tick_without_rates() -> None:
     assert rt.last_lengths["u1"] == (15000.0, 150.0)
     rt.forget_absent(set(), set())
     assert rt.last_lengths == {}
+
+
+def without_rates(t: Tick) -> Tick:
+    for series in t.fleet[()].pods.values():
+        for rate in ("requests", "prompt_tokens", "generation_tokens"):
+            series.values.pop(rate, None)
+    return t
+
+
+def capacity_recommendation(decision: Decision | None) -> Recommendation:
+    assert decision is not None
+    (r,) = [r for r in decision.recommendations if r.signal is Reason.CAPACITY]
+    return r
+
+
+async def test_a_restarted_operator_sizes_a_tick_without_rates_at_the_lengths_in_status() -> None:
+    def process(kube: FakeKube) -> Runtime:  # the range queries answer; rate() has one sample yet
+        return Runtime(kube=kube, default_interval=10.0, history={((), "ns", "m", "llm"): flat(2.0)})  # type: ignore[arg-type]
+
+    async def rateless_tick(rt: Runtime, status: dict[str, Any]) -> Recommendation:
+        return capacity_recommendation(
+            await reconcile(rt, without_rates(long_prompt_tick(at=NOW + 10)), svc(LONG_SPEC, status))
+        )
+
+    kube = FakeKube()
+    kept = process(kube)
+    await reconcile(kept, long_prompt_tick(), svc(LONG_SPEC))
+    status = kube.statuses()[-1]
+    assert status["observed"]["metrics"] == "Complete"
+    in_memory = await rateless_tick(kept, status)
+    restarted = await rateless_tick(process(FakeKube()), status)  # a new process: nothing in memory
+    # per replica at the 15,000-token prompts (2.23 req/s), not at the spec's typical lengths
+    assert restarted.target == in_memory.target == pytest.approx(2.2343, abs=1e-4)
+    assert restarted.replicas == in_memory.replicas == 2
+    partial = {**status, "observed": {**status["observed"], "metrics": "Partial"}}
+    unseen = await rateless_tick(process(FakeKube()), partial)
+    assert unseen.target is not None and unseen.target > 10  # a ratio of sums over some pods: typical lengths
 
 
 async def test_a_prefill_step_over_the_itl_slo_is_a_condition_and_one_warning() -> None:

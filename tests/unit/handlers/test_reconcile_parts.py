@@ -3,6 +3,8 @@
 import dataclasses
 from typing import Any
 
+import pytest
+
 from inferscale.adapters.workload import (
     Start,
     Starts,
@@ -17,7 +19,7 @@ from inferscale.adapters.workload import (
     starts_to_status,
     target_state,
 )
-from inferscale.api.convert import observed_lengths, prefill_check, with_observed_prior
+from inferscale.api.convert import observed_lengths, prefill_check, reported_lengths, with_observed_prior
 from inferscale.api.spec import ModelRef
 from inferscale.handlers.collector import slim
 from inferscale.handlers.reconcile import managed_deployment
@@ -61,6 +63,24 @@ def test_managed_deployment_is_owned_and_selects_its_own_pods() -> None:
     labels = dep["spec"]["template"]["metadata"]["labels"]
     assert labels["app"] == "x" and selector_matches(dep["spec"]["selector"], labels)
     assert dep["spec"]["replicas"] == 2
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"metrics": "Partial"},
+        {"metrics": "Stale"},
+        {"requestRate": None},
+        {"requestRate": 0},
+        {"promptTokenRate": "12345"},
+        {"generationTokenRate": True},
+        {"promptTokenRate": float("inf")},
+    ],
+)
+def test_lengths_read_back_from_status_need_a_complete_observation_of_numbers(edit: dict[str, Any]) -> None:
+    observed = {"metrics": "Complete", "requestRate": 10, "promptTokenRate": 12345.0, "generationTokenRate": 2110.0}
+    assert reported_lengths(observed) == (1200.0, 210.0)
+    assert reported_lengths({**observed, **edit}) is None
 
 
 def test_observed_lengths_need_every_rate() -> None:
