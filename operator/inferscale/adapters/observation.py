@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from inferscale.adapters.prometheus import SGLANG_GAUGES, VLLM, FleetSnapshot, PodSeries
 from inferscale.scaling.histogram import histogram_quantile
 from inferscale.scaling.types import (
+    CACHED_PROMPT_TOKENS,
     GENERATION_TOKENS,
     PROMPT_TOKENS,
     RATE_FAMILIES,
@@ -90,6 +91,16 @@ def _partial_rates(fresh: list[PodSeries]) -> frozenset[str]:
     return frozenset(
         f for f in RATE_FAMILIES if any(f in s.values for s in fresh) and any(f not in s.values for s in busy)
     )
+
+
+def _cached(fresh: list[PodSeries]) -> float | None:
+    """Prompt tokens/s served from the prefix cache, when every pod counting prompts says how many: a sum over
+    some of them would take the others' prompts for cached. Unknown leaves the prompts whole (the larger
+    capacity demand)."""
+    counting = [s for s in fresh if PROMPT_TOKENS in s.values]
+    if not counting or any(CACHED_PROMPT_TOKENS not in s.values for s in counting):
+        return None
+    return sum(s.values[CACHED_PROMPT_TOKENS] for s in counting)
 
 
 def pod_loads(
@@ -181,6 +192,7 @@ def observe(
         tpot_p95=histogram_quantile(0.95, _added(s.tpot_buckets for s in fresh)),
         request_rate=_sum(fresh, REQUESTS),
         prompt_token_rate=_sum(fresh, PROMPT_TOKENS),
+        cached_prompt_token_rate=_cached(fresh),
         generation_token_rate=_sum(fresh, GENERATION_TOKENS),
         newest_sample_at=newest,
         failed_queries=snapshot.failed | snapshot.partial,

@@ -26,6 +26,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, Protocol
 from urllib3.util.retry import Retry
 
 from inferscale.adapters.prometheus_access import AccessError, PrometheusAccess
+from inferscale.scaling.types import CACHED_PROMPT_TOKENS, PROMPT_TOKENS
 
 PodKey = tuple[str, str, str]  # (namespace, pod, model_name)
 
@@ -43,6 +44,7 @@ RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
 _HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT buckets apart
 _DIALECT = "dialect"  # the label that sets SGLang's series apart
+_PART, _CACHED = "inferscale_part", "cached"  # the label that sets the prefix cache's prompt tokens apart
 # A Deployment's pods are named <deployment>-<pod-template-hash>-<5 random characters>. The rate history is
 # summed per Deployment (the label WORKLOAD, from the pod name), so that two services of one model name in
 # one namespace, a canary beside its stable fleet, each forecast their own traffic. Both the hash (a uint32's
@@ -115,7 +117,14 @@ def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) 
             summed("sglang:inter_token_latency_seconds_count", window=lat),
         ),
         "requests": _either(summed("vllm:request_success_total"), summed(*_SGLANG_REQUESTS)),
-        "prompt_tokens": _either(summed("vllm:prompt_tokens_total"), summed("sglang:prompt_tokens_total")),
+        # Both engines count a prompt whole, its prefix-cache hits included; the cached share rides in the same
+        # query (vLLM's prompt_tokens_cached_total and SGLang's cached_tokens_total are counted per request, as the
+        # prompts are; vLLM's prefix_cache_hits count each scheduling's lookup, again after a preemption)
+        "prompt_tokens": _either(summed("vllm:prompt_tokens_total"), summed("sglang:prompt_tokens_total"))
+        + " or "
+        + _label(
+            _either(summed("vllm:prompt_tokens_cached_total"), summed("sglang:cached_tokens_total")), _PART, _CACHED
+        ),
         "generation_tokens": _either(summed("vllm:generation_tokens_total"), summed("sglang:generation_tokens_total")),
     }
 
@@ -255,6 +264,8 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
                 into_buckets = series.tpot_buckets if labels.get(_HISTOGRAM) == _TPOT else series.ttft_buckets
                 # le="1" and le="1.0" are one bucket (Prometheus 3 writes the latter; both live through an upgrade)
                 into_buckets[bound] = into_buckets.get(bound, 0.0) + value
+        elif name == PROMPT_TOKENS and labels.get(_PART) == _CACHED:
+            series.values[CACHED_PROMPT_TOKENS] = value
         else:
             series.values[name] = value
 

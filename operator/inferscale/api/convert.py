@@ -6,7 +6,7 @@ import functools
 import math
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeGuard
 
 from inferscale.api.models import InvalidSpec
 from inferscale.api.spec import TYPICAL_INPUT_TOKENS, TYPICAL_OUTPUT_TOKENS, InferenceServiceSpec, ModelRef
@@ -137,10 +137,11 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
 
 def observed_lengths(obs: Observation) -> tuple[float, float] | None:
     """Mean prompt and output tokens per request, from the engines' token and request rates; rounded
-    to two significant digits so the perf model's cache serves a steady workload."""
+    to two significant digits so the perf model's cache serves a steady workload. The prompt is the part
+    the engines compute: its prefix-cache hits, where they count them, are left out."""
     if obs.partial_rates:  # a ratio of sums over different pods is no pod's length
         return None
-    return _lengths(obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate)
+    return _lengths(obs.request_rate, obs.prompt_token_rate, obs.generation_token_rate, obs.cached_prompt_token_rate)
 
 
 def reported_lengths(observed: Mapping[str, Any] | None) -> tuple[float, float] | None:
@@ -149,21 +150,28 @@ def reported_lengths(observed: Mapping[str, Any] | None) -> tuple[float, float] 
     partial observation's rates may be sums over different pods."""
     if not isinstance(observed, Mapping) or observed.get("metrics") != "Complete":
         return None
-    rates: list[float] = []
-    for key in ("requestRate", "promptTokenRate", "generationTokenRate"):
-        r = observed.get(key)
-        if not isinstance(r, (int, float)) or isinstance(r, bool) or not math.isfinite(r):
-            return None  # absent, or a status someone edited by hand
-        rates.append(float(r))
-    return _lengths(*rates)
+    rate, prompt, gen, cached = (
+        observed.get(k) for k in ("requestRate", "promptTokenRate", "generationTokenRate", "cachedPromptTokenRate")
+    )
+    if not (_number(rate) and _number(prompt) and _number(gen)) or not (cached is None or _number(cached)):
+        return None  # absent, or a status someone edited by hand
+    return _lengths(rate, prompt, gen, cached)
 
 
-def _lengths(rate: float | None, prompt: float | None, gen: float | None) -> tuple[float, float] | None:
+def _number(v: Any) -> TypeGuard[float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _lengths(
+    rate: float | None, prompt: float | None, gen: float | None, cached: float | None = None
+) -> tuple[float, float] | None:
     if not rate or rate <= 0 or prompt is None or gen is None or prompt <= 0 or gen <= 0:
         return None
+    computed = prompt - min(max(cached, 0.0), prompt) if cached is not None else prompt
     # Every finished request has a prompt token and a generated one; a ratio below 1 is rate() jitter or
-    # aborted requests, and the perf model refuses a length below 1.
-    return max(float(f"{prompt / rate:.2g}"), 1.0), max(float(f"{gen / rate:.2g}"), 1.0)
+    # aborted requests (or a prompt all cached but its last token, which the engine computes), and the perf
+    # model refuses a length below 1.
+    return max(float(f"{computed / rate:.2g}"), 1.0), max(float(f"{gen / rate:.2g}"), 1.0)
 
 
 def noting_a_missing_prior(policy: Policy, model: ModelRef) -> Policy:

@@ -55,7 +55,15 @@ class Observed(BaseModel):
     waiting: float | None = Field(default=None, description="Requests waiting, summed over pods.")
     running: float | None = Field(default=None, description="Requests running, summed over pods.")
     request_rate: float | None = Field(default=None, description="Finished requests per second.")
-    prompt_token_rate: float | None = Field(default=None, description="Prompt tokens per second.")
+    prompt_token_rate: float | None = Field(
+        default=None, description="Prompt tokens per second, those served from the prefix cache included."
+    )
+    cached_prompt_token_rate: float | None = Field(
+        default=None,
+        description="Prompt tokens per second served from the prefix cache (vLLM's prompt_tokens_cached_total, "
+        "SGLang's cached_tokens_total); absent where the engine does not count them. The capacity prior sizes "
+        "a replica at the prompt tokens the engine computes.",
+    )
     generation_token_rate: float | None = Field(default=None, description="Generated tokens per second.")
 
 

@@ -160,6 +160,7 @@ def observed(obs: Observation, state_text: str) -> dict[str, Any]:
         "running": num(obs.running),
         "requestRate": num(obs.request_rate),
         "promptTokenRate": num(obs.prompt_token_rate),
+        "cachedPromptTokenRate": num(obs.cached_prompt_token_rate),
         "generationTokenRate": num(obs.generation_token_rate),
     }
 

@@ -46,6 +46,9 @@ class Reason(enum.StrEnum):
 # the rate families the engines' counters give, as the Prometheus adapter names its queries
 REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS = "requests", "prompt_tokens", "generation_tokens"
 RATE_FAMILIES = (REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS)
+# prompt tokens served from the prefix cache, counted where the prompt's are (per request, at its prefill): not a
+# rate family of its own, an engine without the counter leaves the prompts whole, as they were before
+CACHED_PROMPT_TOKENS = "cached_prompt_tokens"
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,8 @@ class Observation:
     itl_mean: float | None = None  # seconds, rate(_sum)/rate(_count)
     tpot_p95: float | None = None  # seconds, P95 over requests of each one's mean ITL (per-request TPOT)
     request_rate: float | None = None  # requests/s finishing (vllm:request_success_total)
-    prompt_token_rate: float | None = None  # tokens/s
+    prompt_token_rate: float | None = None  # tokens/s, the prefix cache's hits included
+    cached_prompt_token_rate: float | None = None  # tokens/s of those served from the prefix cache
     generation_token_rate: float | None = None  # tokens/s
     newest_sample_at: float | None = None  # timestamp of the freshest sample, for staleness
     capacity_blocked_replicas: int = 0  # pods Pending for lack of GPUs beyond the timeout

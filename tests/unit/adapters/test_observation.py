@@ -236,3 +236,24 @@ def test_a_bucket_written_two_ways_is_one_bucket() -> None:
     ]
     obs, _ = observe(snapshot(answers), W, "m", 60)
     assert obs.ttft_p95 == pytest.approx(0.25 + 0.25 * (19 - 18) / 2)  # as with one le="0.5" at 10
+
+
+def test_prefix_cache_hits_answer_in_the_prompt_query_and_are_summed_only_when_every_pod_counts_them() -> None:
+    answers = healthy()
+    answers["prompt_tokens"] = [sample(p, 4000.0) for p in ("p0", "p1")] + [
+        sample(p, 3000.0, inferscale_part="cached") for p in ("p0", "p1")
+    ]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.prompt_token_rate == 8000.0  # unchanged by the cached series
+    assert obs.cached_prompt_token_rate == 6000.0
+    answers["prompt_tokens"].pop()  # p1 runs a vLLM without the counter: p0's hits alone are no fleet's
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.prompt_token_rate == 8000.0 and obs.cached_prompt_token_rate is None
+    assert obs.partial_rates == frozenset()  # the prompts themselves are whole
+
+
+def test_engines_that_do_not_count_prefix_cache_hits_leave_them_unknown() -> None:
+    answers = healthy()
+    answers["prompt_tokens"] = [sample(p, 4000.0) for p in ("p0", "p1")]
+    obs, _ = observe(snapshot(answers), W, "m", 60)
+    assert obs.prompt_token_rate == 8000.0 and obs.cached_prompt_token_rate is None

@@ -115,3 +115,27 @@ def test_a_deployment_mid_rollout_between_sglang_builds_counts_every_pod_once(tm
     ]
     result = _evaluate(tmp_path, cases, series)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_prefix_cache_s_share_of_the_prompts_rides_in_the_prompt_query_set_apart(tmp_path: Path) -> None:
+    sglang = 'namespace="llm",pod="sg-7d9f8c6b5-b7kqz",model_name="m"'
+    series = [
+        *_twice(f"vllm:prompt_tokens_total{{{POD}}}", "0+15000x40"),  # 1,000/s
+        *_twice(f"vllm:prompt_tokens_cached_total{{{POD}}}", "0+9000x40"),  # 600/s
+        *_twice(f"vllm:prefix_cache_hits_total{{{POD}}}", "0+12000x40"),  # per lookup: not read
+        {"series": f"sglang:prompt_tokens_total{{{sglang}}}", "values": "0+3000x40"},  # 200/s
+        {"series": f"sglang:cached_tokens_total{{{sglang}}}", "values": "0+1500x40"},  # 100/s
+    ]
+    cases = [
+        _expect(
+            build_queries(tpot=False)["prompt_tokens"],
+            [
+                (f"{{{POD}}}", 1000),
+                (f'{{{POD},inferscale_part="cached"}}', 600),
+                (f'{{{sglang},dialect="sglang"}}', 200),
+                (f'{{{sglang},dialect="sglang",inferscale_part="cached"}}', 100),
+            ],
+        )
+    ]
+    result = _evaluate(tmp_path, cases, series)
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -83,6 +83,27 @@ def test_lengths_read_back_from_status_need_a_complete_observation_of_numbers(ed
     assert reported_lengths({**observed, **edit}) is None
 
 
+def test_the_prompt_length_behind_the_prior_leaves_out_the_prefix_cache_s_hits() -> None:
+    obs = Observation(
+        at=0,
+        current_replicas=1,
+        ready_replicas=1,
+        state=MetricsState.COMPLETE,
+        request_rate=10.0,
+        prompt_token_rate=40000.0,
+        generation_token_rate=2000.0,
+        cached_prompt_token_rate=32000.0,
+    )
+    assert observed_lengths(obs) == (800.0, 200.0)  # 4,000-token prompts, 80% of them cached
+    assert observed_lengths(dataclasses.replace(obs, cached_prompt_token_rate=None)) == (4000.0, 200.0)
+    # more hits than prompt tokens (windows a scrape apart): all cached, the engine still computes a token
+    assert observed_lengths(dataclasses.replace(obs, cached_prompt_token_rate=41000.0)) == (1.0, 200.0)
+    observed = {"metrics": "Complete", "requestRate": 10, "promptTokenRate": 40000, "generationTokenRate": 2000}
+    assert reported_lengths({**observed, "cachedPromptTokenRate": 32000.0}) == (800.0, 200.0)
+    assert reported_lengths({**observed, "cachedPromptTokenRate": None}) == (4000.0, 200.0)
+    assert reported_lengths({**observed, "cachedPromptTokenRate": "32000"}) is None
+
+
 def test_observed_lengths_need_every_rate() -> None:
     obs = Observation(
         at=0,
