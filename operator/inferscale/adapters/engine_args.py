@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from inferscale.perf.chunking import ENGINE_FLAGS
+from inferscale.perf.chunking import ENGINE_FLAGS, UNCHUNKED
 
 
 def _tokens(container: Mapping[str, Any]) -> Iterator[str]:
@@ -20,7 +20,8 @@ def _tokens(container: Mapping[str, Any]) -> Iterator[str]:
             yield from part.split()
 
 
-def _value(tokens: list[str], flag: str) -> int | None:
+def _value(tokens: list[str], flag: str, off: bool = False) -> int | None:
+    """The flag's positive value; with `off`, also -1, which turns SGLang's chunked prefill off."""
     spellings = (flag, "--" + flag[2:].replace("-", "_"))  # vLLM's argparse takes both
     for i, tok in enumerate(tokens):
         for spelling in spellings:
@@ -30,25 +31,25 @@ def _value(tokens: list[str], flag: str) -> int | None:
                 text = tok[len(spelling) + 1 :]
             else:
                 continue
-            return _positive_int(text)
+            value = _int(text)
+            return value if value is not None and (value > 0 or (off and value == UNCHUNKED)) else None
     return None
 
 
-def _positive_int(text: str) -> int | None:
+def _int(text: str) -> int | None:
     """The value as vLLM's argparse reads it (`int()`: '+8', '1_024' and other scripts' digits pass;
     '²' is a digit int() refuses, which took down every tick of the service)."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         return None
-    return value if value > 0 else None
 
 
 def engine_limits(deployment: Mapping[str, Any] | None, engine: str = "vllm") -> dict[str, int]:
     """{"max_num_seqs": n, "max_num_batched_tokens": n} for the flags the first container that sets any
     of them gives (`engine`'s names: vLLM's --max-num-seqs and --max-num-batched-tokens, SGLang's
     --max-running-requests and --chunked-prefill-size); a flag absent or not a positive integer is left out
-    (the default applies)."""
+    (the default applies). SGLang's --chunked-prefill-size -1 (chunking off) is the budget `UNCHUNKED`."""
     _, budget, seats = ENGINE_FLAGS[engine]
     flags = {"max_num_seqs": seats, "max_num_batched_tokens": budget}
     template = ((deployment or {}).get("spec") or {}).get("template") or {}
@@ -56,7 +57,7 @@ def engine_limits(deployment: Mapping[str, Any] | None, engine: str = "vllm") ->
         if not isinstance(container, Mapping):
             continue
         tokens = list(_tokens(container))
-        found = {name: _value(tokens, flag) for name, flag in flags.items()}
+        found = {name: _value(tokens, flag, off=engine == "sglang") for name, flag in flags.items()}
         if any(v is not None for v in found.values()):
             return {k: v for k, v in found.items() if v is not None}
     return {}

@@ -14,10 +14,12 @@ from inferscale.perf import (
     PerfError,
     PrefillStep,
     ReplicaProfile,
+    model_spec,
     prefill_step,
     replica_capacity_rps,
     replica_profile,
 )
+from inferscale.perf.chunking import UNCHUNKED
 from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.scaling.types import Observation, Policy, Release, ScaleRule, Schedule
 
@@ -77,10 +79,13 @@ def _cached_profile(profile: str, gpu: str, tp: int, seqs: int | None, tokens: i
 def with_engine_limits(model: ModelRef, limits: Mapping[str, int]) -> ModelRef:
     """`model` with the batch limits the engine runs with (read from the Deployment's args) wherever the
     spec leaves them unset: the spec wins, the args beat vLLM's defaults. Limits the perf model refuses
-    together (vLLM would not start with them either) leave `model` as it is."""
+    together (vLLM would not start with them either) leave `model` as it is. A budget `UNCHUNKED` (SGLang
+    without chunked prefill) is the model's context length: a prompt prefills whole, however long."""
     update = {k: v for k, v in limits.items() if getattr(model, k) is None}
     if not update or model.profile is None:
         return model
+    if update.get("max_num_batched_tokens") == UNCHUNKED:
+        update["max_num_batched_tokens"] = model_spec(model.profile).context_tokens
     filled = model.model_copy(update=update)
     try:
         _profile(filled, model.profile)

@@ -113,7 +113,8 @@ class ModelRef(BaseModel):
         ge=1,
         description="The engine's vLLM --max-num-batched-tokens (the chunked-prefill budget), for the prior. "
         "Unset: the flag in the target Deployment's container args (vLLM --max-num-batched-tokens, SGLang "
-        "--chunked-prefill-size), else vLLM's default for the GPU.",
+        "--chunked-prefill-size, whose -1 turns chunking off: the model's context length), else vLLM's default "
+        "for the GPU.",
     )
 
     @model_validator(mode="after")

@@ -118,6 +118,9 @@ ENGINE_FLAGS = {
     "vllm": ("vLLM", "--max-num-batched-tokens", "--max-num-seqs"),
     "sglang": ("SGLang", "--chunked-prefill-size", "--max-running-requests"),
 }
+# SGLang's --chunked-prefill-size -1: no chunking, a prompt prefills whole in one step (its budget is then the
+# longest request the model takes); read as this token budget until the model's context length replaces it
+UNCHUNKED = -1
 
 
 def advice(step: PrefillStep, slo_itl: float, engine: str = "vllm") -> str:

@@ -9,6 +9,8 @@ import pytest
 from inferscale.adapters.engine_args import engine_limits
 from inferscale.api.convert import with_engine_limits
 from inferscale.api.spec import ModelRef
+from inferscale.perf import prefill_step, replica_profile
+from inferscale.perf.chunking import UNCHUNKED
 
 
 def deployment(*containers: dict[str, Any]) -> dict[str, Any]:
@@ -63,3 +65,24 @@ def test_the_spec_wins_and_the_args_beat_the_defaults() -> None:
 def test_args_vllm_would_refuse_leave_the_model_as_it_is() -> None:
     model = ModelRef(name="m", profile="llama-3.1-8b")
     assert with_engine_limits(model, {"max_num_batched_tokens": 512}) is model  # below the default 1024 seats
+
+
+def test_sglang_without_chunked_prefill_prefills_a_prompt_whole() -> None:
+    # SGLang's --chunked-prefill-size -1 turns chunking off: not "unset", which would model 8,192-token chunks
+    for flag in (["--chunked-prefill-size", "-1"], ["--chunked-prefill-size=-1"]):
+        launch = {"command": ["python", "-m", "sglang.launch_server", *flag, "--max-running-requests", "64"]}
+        limits = engine_limits(deployment(launch), "sglang")
+        assert limits == {"max_num_seqs": 64, "max_num_batched_tokens": UNCHUNKED}
+        filled = with_engine_limits(ModelRef(name="m", profile="llama-3.1-8b", gpu="h100-80gb"), limits)
+        assert filled.max_num_batched_tokens == 131072  # the model's context: any prompt in one step
+        # a 16,000-token prompt lands in one step beside the decodes, far over a 50 ms ITL
+        step = prefill_step(
+            replica_profile("llama-3.1-8b", "h100-80gb", max_num_seqs=64, max_num_batched_tokens=131072),
+            16000,
+            100,
+            5.0,
+            0.05,
+        )
+        assert step.chunk_tokens == 16000 and not step.within_slo
+    # -1 is no vLLM value: its default budget stands
+    assert engine_limits(deployment({"args": ["--max-num-batched-tokens", "-1"]})) == {}
