@@ -242,7 +242,10 @@ def _hold(
     if clamp is not None:
         reason, limits = clamp, (clamp,)
         message += f"; {clamp_msg} → {replicas}"
-    history = (*(state.recommendations or (TimedReplicas(now, current),)), TimedReplicas(now, replicas))
+    # Nothing is recorded: a tick that cannot decide makes no recommendation (HPA returns before it records one).
+    # Recorded as the current count, one missing scrape restarted a whole scale-down window that was about to
+    # end; the run before it, dated until the next run begins, still holds for the ticks the data is missing.
+    history = state.recommendations
     return Decision(
         replicas=replicas,
         current=current,
@@ -292,6 +295,7 @@ def _decide(
     if max(raw for _, raw in signal_recs) != desired and desired == current:
         limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
     saturation = [r for r in recs if r.signal in (Reason.KV_CACHE, Reason.QUEUE)]
+    unknown = desired < current  # a scale-down held for want of data, below; recorded only if not
     if desired < current and len(saturation) < 2:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while the KV cache or queue metric is missing", desired)
@@ -318,6 +322,8 @@ def _decide(
             f"no scale-down on the request rate of {k} of {obs.ready_replicas} Ready pods",
             desired,
         )
+    else:
+        unknown = False
 
     history = state.recommendations or (TimedReplicas(now, current),)
     up, down = policy.scale_up, policy.scale_down
@@ -398,7 +404,8 @@ def _decide(
             replace(learned_state, last_tick=tick, capacity_low=_capacity_low(state, policy, now)),
             policy,
             now,
-            (*history, TimedReplicas(now, desired)),
+            # a scale-down the data could not support is no recommendation, as in `_hold`
+            history if unknown else (*history, TimedReplicas(now, desired)),
             n,
             current,
             reason,

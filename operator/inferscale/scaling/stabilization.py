@@ -96,7 +96,7 @@ def prune_recommendations(history: Sequence[TimedReplicas], now: float, keep: fl
     for r in _until(history, now):
         if not runs or runs[-1].replicas != r.replicas:
             runs.append(r)
-    ends = [r.at for r in runs[1:]] + [float("inf")]
+    ends = [r.at for r in runs[1:]] + [float("inf")] * bool(runs)
     return tuple(r for r, end in zip(runs, ends, strict=True) if end > now - keep)
 
 

@@ -109,3 +109,30 @@ def test_a_clock_stepped_back_keeps_the_capacity_low() -> None:
     assert window_low(remember_low(low, NOW - 10, 20.0, 150.0)) == 4.0  # an NTP step of 10 s back
     far = remember_low(low, NOW - 1000, 20.0, 150.0)  # a date further ahead than a bucket: a broken clock's
     assert (far.since, far.low, far.before) == (NOW - 1000, 20.0, None)
+
+
+@pytest.mark.parametrize(
+    "blip",
+    [
+        {"state": MetricsState.MISSING, "kv_cache_utilization": None, "waiting": None},  # Prometheus did not answer
+        {"kv_cache_utilization": None, "failed_queries": frozenset({"gauges"})},  # one query failed
+    ],
+)
+@pytest.mark.parametrize("release", [Release.HOLD, Release.LINEAR])
+def test_one_tick_without_data_does_not_restart_the_scale_down_window(blip: dict[str, Any], release: Release) -> None:
+    # 10 replicas at 76% KV until t=600, then one replica's worth: the window lets the fleet down from t=900 on
+    pol = policy(scale_down=ScaleRule(300.0, 50.0, None, 60.0, release), **NO_SLO)
+
+    def first_scale_down(blip_at: float | None) -> tuple[float, int]:
+        st, current, t = ScalerState(), 10, 0.0
+        while True:
+            kv = min(1.0, (7.6 if t < 600 else 0.8) / current)
+            obs = observe(current, kv=kv, at=t, newest_sample_at=t, **(blip if t == blip_at else {}))
+            d = decide(obs, pol, st, t)
+            if d.replicas < current:
+                return t, d.replicas
+            assert d.replicas == current
+            st, t = d.state, t + 10.0
+
+    clean = first_scale_down(None)
+    assert first_scale_down(clean[0] - 20.0) == clean  # was 300 s later: the blip counted as a recommendation of 10
