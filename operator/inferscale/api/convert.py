@@ -116,6 +116,7 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
     interval = parse_duration(behavior.interval) if "interval" in behavior.model_fields_set else default_interval
     slo_ttft, slo_itl = parse_duration(spec.slo.ttft_p95), parse_duration(spec.slo.itl_mean)
     up, down = behavior.scale_up, behavior.scale_down
+    prior, note = _spec_prior(spec.model, slo_ttft, slo_itl)
     return Policy(
         min_replicas=spec.replicas.min,
         max_replicas=spec.replicas.max,
@@ -136,8 +137,32 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
             Schedule(cron=s.cron, duration=parse_duration(s.duration), min_replicas=s.min_replicas)
             for s in spec.warmup.schedules
         ),
-        capacity_prior_rps=capacity_prior(spec.model, slo_ttft, slo_itl),
+        capacity_prior_rps=prior,
+        capacity_note=note,
     )
+
+
+def _spec_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> tuple[float | None, str | None]:
+    """The capacity prior of the spec's model, or none yet and why: a spec that sets one batch limit leaves
+    the other to the engine's flags, which the operator reads from the target Deployment each tick
+    (`with_engine_limits`); against vLLM's default for it the pair may not hold (512 tokens against an H100's
+    1,024 seats), which is no reason to stop deciding. Every other refusal is the spec's own."""
+    try:
+        return capacity_prior(model, slo_ttft, slo_itl), None
+    except InvalidSpec as refused:
+        given = [k for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(model, k) is not None]
+        if len(given) != 1 or model.profile is None:
+            raise
+        try:
+            _profile(model.model_copy(update={given[0]: None}), model.profile)
+        except PerfError:
+            raise refused from None
+        field = {"max_num_seqs": "maxNumSeqs", "max_num_batched_tokens": "maxNumBatchedTokens"}
+        (other,) = set(field) - set(given)
+        return None, (
+            f"capacity: no prior from the spec alone: {refused.problems[0]}; the prior follows once the target "
+            f"Deployment's args give the engine's {other} (or set spec.model.{field[other]} too)"
+        )
 
 
 def observed_lengths(obs: Observation) -> tuple[float, float] | None:

@@ -460,9 +460,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     # the batch limits the pods run with, where the spec does not give them: the prior sizes those replicas
     model = with_engine_limits(spec.model, engine_limits(deployment, spec.engine))
     if model is not spec.model:
-        policy = replace(
-            policy, capacity_prior_rps=capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05)
-        )
+        fitted = capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05)
+        policy = replace(policy, capacity_prior_rps=fitted, capacity_note=None)  # the spec's own note is answered
     pods = tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector"))
     ts = target_state(deployment, pods, now)
     moved = target_changed(status, target, ts.uid)

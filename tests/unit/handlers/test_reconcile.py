@@ -1136,3 +1136,26 @@ async def test_a_scale_made_is_recorded_even_over_a_spec_edited_meanwhile() -> N
     assert kube.held["history"][-1]["to"] == 3
     last = [b for m, p, b in kube.calls if m == "PATCH" and p.endswith("/status")][-1]
     assert set(last["status"]) == {"scaler", "lastScaleTime", "history"}
+
+
+@pytest.mark.parametrize(
+    ("args", "prior"), [(["--max-num-seqs=256", "--max-num-batched-tokens=512"], True), ([], False)]
+)
+async def test_one_batch_limit_in_the_spec_goes_with_the_engine_s_other_one(args: list[str], prior: bool) -> None:
+    # 512 tokens against vLLM's default of 1,024 seats on an H100 is no pair vLLM runs; the pod's own 256 is
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-8b", "gpu": "h100-80gb", "maxNumBatchedTokens": 512}}
+    container = {"name": "vllm", "args": ["--model=m", *args]}
+    deployment = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {"spec": {"containers": [container]}}}}
+    kube = FakeKube()
+    history = {((), "ns", "m", "llm"): flat(2.0)}
+    rt = Runtime(kube=kube, default_interval=10.0, history=history)  # type: ignore[arg-type]
+    engines = long_prompt_tick(prompt=1000.0, deployments={("ns", "llm"): deployment})  # one pod, 2 req/s
+    decision = await reconcile(rt, engines, svc(spec))
+    ready = next(c for c in kube.statuses()[-1]["conditions"] if c["type"] == "Ready")
+    assert decision is not None and ready["reason"] != "InvalidSpec"  # it was InvalidSpec: no decision, ever
+    assert kube.events() == [] or all(e["reason"] != "InvalidSpec" for e in kube.events())
+    capacity = [r for r in decision.recommendations if r.signal is Reason.CAPACITY]
+    if prior:
+        assert capacity and capacity[0].target is not None and "(prior)" in capacity[0].message
+    else:  # the engine would run 1,024 seats: no prior to size with, and the decision says why
+        assert "no prior from the spec alone" in decision.message and "max_num_seqs" in decision.message
