@@ -27,6 +27,14 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- end -}}
 {{- end -}}
 
+{{/*
+The metrics Service's name, which the PrometheusRule's job label follows: the suffix inside the 63 characters
+a Service name may have (a 45-character release name made it 64, and the install failed).
+*/}}
+{{- define "inferscale.metricsName" -}}
+{{- printf "%s-metrics" (include "inferscale.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- end -}}
+
 {{- define "inferscale.image" -}}
 {{- if .Values.image.digest -}}
 {{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}

@@ -278,7 +278,8 @@ class Behavior(BaseModel):
 
     interval: PositiveDuration = Field(
         default="10s",
-        description="Time between decisions.",
+        description="Time between decisions; at least the operator's --interval, which a shorter value is "
+        "raised to (the operator ticks every --interval).",
         json_schema_extra={DEFAULT_KEY: "the operator's --interval (10s unless changed)"},
     )
     tolerance: OpenFraction = Field(

@@ -466,3 +466,17 @@ def test_the_projects_helm_renders_the_chart_without_being_told_the_kubernetes_v
     # a helm built without its release ldflags assumes Kubernetes 1.20 and refuses kubeVersion >= 1.30
     result = run_helm(helm, "template", "x", str(CHART))
     assert result.returncode == 0, result.stderr
+
+
+def test_a_long_release_name_still_names_a_valid_metrics_service_and_its_job(helm: str) -> None:
+    release = "llm-platform-autoscaler-production-eu-west-1a"  # 45 characters: Helm takes up to 53
+    args = ["template", release, str(CHART), "--kube-version", KUBE_VERSION, "--set", "prometheusRule.enabled=true"]
+    result = run_helm(helm, *args, "--set", "serviceMonitor.enabled=true")
+    assert result.returncode == 0, result.stderr
+    docs = [d for d in yaml.safe_load_all(result.stdout) if d]
+    (service,) = by_kind(docs, "Service")
+    name = service["metadata"]["name"]
+    assert len(name) <= 63 and name.endswith("-metrics")  # was 64 characters: the install failed on it
+    (rule,) = by_kind(docs, "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    assert f'up{{job="{name}"}}' in alerts["InferscaleOperatorDown"]["expr"]
