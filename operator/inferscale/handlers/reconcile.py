@@ -63,6 +63,7 @@ from inferscale.handlers.status import (
     refresh_due,
     restarting_condition,
     slo_condition,
+    status_number,
     target_changed,
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
@@ -639,7 +640,7 @@ async def _write(
         "observed": observed(obs, why),
         "recommendations": recommendations(decision),
         "forecast": {
-            "requestRate": round(decision.forecast_rps, 4) if decision.forecast_rps is not None else None,
+            "requestRate": status_number(decision.forecast_rps),
             "horizon": format_duration(decision.horizon),
         },
         "timeToReady": {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,12 +142,16 @@ def held(previous: Iterable[Mapping[str, Any]] | None, c: Condition) -> Conditio
     return c
 
 
+def status_number(v: float | None) -> float | None:
+    """A figure as status carries it: 4 decimals, and none where it is not finite (JSON has no Infinity: the API
+    server would refuse the whole write, every tick)."""
+    return round(v, 4) if v is not None and math.isfinite(v) else None
+
+
 def observed(obs: Observation, state_text: str) -> dict[str, Any]:
     kv = obs.kv_cache_utilization
 
-    def num(v: float | None) -> float | None:
-        return round(v, 4) if v is not None else None
-
+    num = status_number
     return {
         "at": rfc3339(obs.at),
         "metrics": obs.state.value,
@@ -180,8 +185,8 @@ def recommendations(decision: Decision) -> list[dict[str, Any]]:
         {
             "signal": r.signal.value,
             "replicas": r.replicas,
-            "value": round(r.value, 4) if r.value is not None else None,
-            "target": round(r.target, 4) if r.target is not None else None,
+            "value": status_number(r.value),
+            "target": status_number(r.target),
             "message": r.message,
         }
         for r in decision.recommendations

@@ -214,6 +214,17 @@ def _slo_met(obs: Observation, policy: Policy) -> bool | None:
     return all(o <= s for o, s in known)
 
 
+def _slo_met_known(obs: Observation, policy: Policy, slo_met: bool | None) -> bool | None:
+    """`slo_met` where it is known: a TTFT or ITL objective whose latency is unknown leaves a "met" unknown.
+    A tick whose TTFT histogram had nothing (no first token in its window behind a queue) would otherwise
+    teach a capacity at the SLO from the ITL alone. TPOT is not asked for: engines before vLLM 0.11 do not
+    export it, and the status says so."""
+    unknown = (policy.slo_ttft_p95 is not None and obs.ttft_p95 is None) or (
+        policy.slo_itl_mean is not None and obs.itl_mean is None
+    )
+    return None if unknown and slo_met else slo_met
+
+
 def _bounds(n: int, low: int, policy: Policy, floor_rec: Recommendation | None) -> tuple[int, Reason | None, str]:
     if n > policy.max_replicas:
         return policy.max_replicas, Reason.MAX_REPLICAS, f"max replicas {policy.max_replicas}"
@@ -378,7 +389,7 @@ def _decide(
     backlog_for = now - tick.backlog_since if tick.backlog_since is not None else 0.0
     if state.last_tick is None:
         ready_for = backlog_for = math.inf
-    kind = capacity.evidence(obs, policy, slo_met, ready_for, backlog_for)
+    kind = capacity.evidence(obs, policy, _slo_met_known(obs, policy, slo_met), ready_for, backlog_for)
     if kind is not None and obs.request_rate is not None:
         old, learned = capacity.estimate(state, policy.capacity_prior_rps)
         rate = capacity.learn(

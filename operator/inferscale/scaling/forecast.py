@@ -19,6 +19,7 @@ under-forecasting costs SLO, over-forecasting costs a little GPU time.
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 from bisect import bisect_left, bisect_right
@@ -35,6 +36,9 @@ TREND_SAMPLES = 30  # Holt runs on the newest samples only: old trends are not t
 HOLT_ALPHA = 0.5  # level smoothing; history is already a 1-minute rate, so react fast
 HOLT_BETA = 0.2  # trend smoothing: slower, one bump is not a trend
 MAX_GROWTH = 4.0  # neither trend nor season may forecast more than this multiple of the recent peak
+# A step between samples over this many times their median spacing is a gap (Prometheus had no data): Holt
+# starts again after it, at the level it finds, rather than extend the slope of before it across the gap.
+GAP_STEPS = 5
 MAX_SEASONS = 7  # past seasons looked at for the seasonal profile
 SEASON_PROBE = 300.0  # half-width of the window averaged around each past instant
 
@@ -73,11 +77,17 @@ def forecast(history: Sequence[RateSample], now: float, horizon: float, season: 
     if span >= 2 * season:
         profile = _seasonal_change(history, end, now, horizon, season)
         if profile is not None:
-            return Forecast(max(peak, min(level + profile, MAX_GROWTH * peak)), "seasonal", horizon, peak)
+            return Forecast(_bounded(level + profile, peak), "seasonal", horizon, peak)
     if len(recent) >= MIN_TREND_SAMPLES and span >= MIN_TREND_SPAN:
-        projected = min(level + trend * horizon, MAX_GROWTH * peak)
-        return Forecast(max(peak, projected), "holt", horizon, peak)
+        return Forecast(_bounded(level + trend * horizon, peak), "holt", horizon, peak)
     return Forecast(peak, "peak", horizon, peak)
+
+
+def _bounded(projected: float, peak: float) -> float:
+    """Between the recent peak and `MAX_GROWTH` times it; the peak where the sum overflowed (rates near the
+    largest float), which no status or metric could carry."""
+    bounded = max(peak, min(projected, MAX_GROWTH * peak))
+    return bounded if math.isfinite(bounded) else peak
 
 
 def _at(sample: RateSample) -> float:
@@ -110,11 +120,16 @@ def _holt(points: list[tuple[float, float]]) -> tuple[float, float]:
     """Holt's linear method on irregularly spaced points: level and trend per second."""
     if not points:
         return 0.0, 0.0
+    spacings = sorted(b - a for (a, _), (b, _) in itertools.pairwise(points) if b > a)
+    gap = GAP_STEPS * spacings[len(spacings) // 2] if spacings else math.inf
     level, trend = points[0][1], 0.0
     prev_at = points[0][0]
     for at, value in points[1:]:
         dt = at - prev_at
         if dt <= 0:
+            continue
+        if dt > gap:
+            level, trend, prev_at = value, 0.0, at
             continue
         predicted = level + trend * dt
         new_level = HOLT_ALPHA * value + (1 - HOLT_ALPHA) * predicted

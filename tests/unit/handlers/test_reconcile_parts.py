@@ -32,6 +32,7 @@ from inferscale.handlers.status import (
     prefill_condition,
     refresh_due,
     slo_condition,
+    status_number,
 )
 from inferscale.scaling import Policy, ScalerState, decide
 from inferscale.scaling.types import MetricsState, Observation
@@ -454,3 +455,8 @@ def test_a_pod_of_another_deployment_that_the_selector_also_matches_is_not_count
     assert ts.ready_pods == {"llm-7d9f8c6b5-x2x4q", "bare"}
     kept = slim(canary, "pods")["metadata"]
     assert kept["ownerReferences"] == [{"kind": "ReplicaSet", "name": "llm-canary-5c8d7f9b4", "controller": True}]
+
+
+def test_a_figure_status_cannot_carry_is_left_out_not_written_as_infinity() -> None:
+    assert status_number(1.234567) == 1.2346 and status_number(None) is None
+    assert status_number(float("inf")) is None and status_number(float("nan")) is None  # json.dumps: Infinity, NaN

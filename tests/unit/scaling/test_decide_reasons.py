@@ -3,6 +3,7 @@ guard that set the count, with the numbers that set it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -136,3 +137,21 @@ def test_one_tick_without_data_does_not_restart_the_scale_down_window(blip: dict
 
     clean = first_scale_down(None)
     assert first_scale_down(clean[0] - 20.0) == clean  # was 300 s later: the blip counted as a recommendation of 10
+
+
+def test_a_tick_whose_ttft_is_unknown_teaches_no_capacity_at_the_slo() -> None:
+    # 16 waiting at 8 req/s: the queue alone adds 2 s to a 500 ms TTFT target, but no first token was in the window
+    pol = policy(capacity_prior_rps=1.0)
+    for ttft, itl in ((None, 0.02), (0.3, None)):
+        st = ScalerState()
+        for i in range(12):
+            obs = observe(4, kv=0.4, waiting=16.0, at=10.0 * i, newest_sample_at=10.0 * i, request_rate=8.0)
+            d = decide(replace(obs, ttft_p95=ttft, itl_mean=itl), pol, st, 10.0 * i)
+            st = d.state
+        assert st.capacity_factor is None and st.capacity_rps is None  # was learned up to 1.52 req/s per replica
+    known = observe(4, kv=0.4, waiting=16.0, request_rate=8.0, ttft_p95=0.3, itl_mean=0.02)
+    st = ScalerState()
+    for i in range(12):  # the control: within both SLOs behind that backlog, the fleet is at capacity
+        d = decide(replace(known, at=10.0 * i, newest_sample_at=10.0 * i), pol, st, 10.0 * i)
+        st = d.state
+    assert (st.capacity_factor or 1.0) > 1.0

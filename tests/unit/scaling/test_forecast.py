@@ -96,7 +96,9 @@ def test_bad_arguments_raise(now: float, horizon: float) -> None:
 
 @settings(max_examples=200)
 @given(
-    st.lists(st.floats(min_value=0.0, max_value=1e4), min_size=1, max_size=200),
+    st.lists(
+        st.floats(min_value=0.0, max_value=1e4) | st.floats(min_value=1e300, max_value=1e308), min_size=1, max_size=200
+    ),
     st.floats(min_value=0.0, max_value=3600.0),
 )
 def test_never_below_the_recent_peak_and_always_finite(values: list[float], horizon: float) -> None:
@@ -106,3 +108,20 @@ def test_never_below_the_recent_peak_and_always_finite(values: list[float], hori
     recent = [s.value for s in h if s.at >= now - PEAK_WINDOW]
     assert f.rps is not None and math.isfinite(f.rps)
     assert f.rps >= max(recent)
+
+
+def test_rates_near_the_largest_float_forecast_a_finite_rate() -> None:
+    # 4x the peak, or the trend over an hour, overflowed to inf, which no status write can carry
+    h = series([1e308 * (0.5 + i / 100) for i in range(50)])
+    f = forecast(h, now=h[-1].at, horizon=3600.0)
+    assert f.method == "holt" and f.rps is not None and math.isfinite(f.rps)
+
+
+@pytest.mark.parametrize("gap", [1800.0, 3600.0])
+def test_a_trend_that_ended_before_a_gap_is_not_carried_across_it(gap: float) -> None:
+    ramp = series([10 + 1.5 * i for i in range(61)])  # 10 -> 100 req/s, then Prometheus had nothing for a while
+    h = [*ramp, RateSample(ramp[-1].at + gap + 60.0, 100.0)]  # flat at 100 on both sides of the gap
+    f = forecast(h, now=h[-1].at, horizon=180.0)
+    assert f.method == "holt" and f.rps == pytest.approx(100.0)  # 127 and 150 when the slope crossed the gap
+    missed = [s for i, s in enumerate(ramp) if i % 3]  # a missed sample here and there is no gap: the trend holds
+    assert forecast(missed, now=missed[-1].at, horizon=180.0).rps > 100.0
