@@ -283,7 +283,7 @@ TRUE_IS_BAD = ("CapacityBlocked", "PodsRestarting")
 def restarting_condition(restarting: int, target: str) -> Condition:
     """Pods not Ready after a restart count as replicas on their way (HPA's rule: adding replicas for a
     crash loop would only add crash-looping pods, each holding its GPUs); the user must hear that the
-    decisions' "replicas starting cover it" rests on pods that may never be Ready."""
+    decisions' "replicas not Ready yet cover it" rests on pods that may never be Ready."""
     if not restarting:
         return Condition("PodsRestarting", "False", "NoRestarts", "no pod of the target is restarting")
     return Condition(

@@ -114,10 +114,19 @@ def _need(
 ) -> tuple[int, bool]:
     """The count `demand_rps` needs at `capacity_rps` per replica used to `utilization`, and whether the
     dead-band holds `current` instead of a scale-down to it."""
-    # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
-    needed = min(demand_rps / (capacity_rps * utilization), MAX_COUNT)
+    needed = _needed(demand_rps, capacity_rps, utilization)
     replicas = ceil_count(needed)
     return replicas, current > 0 and replicas < current and needed / current >= 1.0 - tolerance
+
+
+def _needed(demand_rps: float, capacity_rps: float, utilization: float) -> float:
+    # min: a demand near the float maximum over a small capacity overflows to inf, which has no count
+    return min(demand_rps / (capacity_rps * utilization), MAX_COUNT)
+
+
+def needed(demand_rps: float, capacity_rps: float, utilization: float = DEFAULT_UTILIZATION) -> int:
+    """The count `demand_rps` needs at `capacity_rps` per replica used to `utilization`, no dead-band."""
+    return ceil_count(_needed(demand_rps, capacity_rps, utilization))
 
 
 def low_floor(

@@ -458,10 +458,13 @@ def _low_capacity_floor(
     if floor <= n:
         return n
     window = format_duration(policy.scale_down.stabilization_window)
+    need = capacity.needed(rec.value, low_rps, policy.target_capacity_utilization)
+    # the dead-band keeps `current` where the need is within tolerance of it: say so, not that it needs them all
+    band = f", within {policy.tolerance:.0%} of {current}" if need < floor else ""
     note(
         Reason.CONSOLIDATION_REFUSED,
         f"consolidation refused: {rec.value:.2f} req/s at the lowest capacity of the last {window} "
-        f"({low_rps:.2f} req/s per replica) needs {floor}",
+        f"({low_rps:.2f} req/s per replica) needs {need}{band}",
         floor,
     )
     return floor

@@ -102,24 +102,37 @@ def _coverage(usage: Usage) -> str:
     return "" if usage.reporting >= usage.ready else f" ({usage.reporting} of {usage.ready} reporting)"
 
 
-def _outcome(r: Ratio, tolerance: float, current: int) -> str:
+def _outcome(r: Ratio, tolerance: float, current: int, ready: int) -> str:
     if r.flipped:
         return f"; the pods not reporting, counted as HPA counts them, turn it around → hold {current}"
     if r.held:
         return f", within {tolerance:.0%} tolerance → hold {current}"
     if r.covered:
-        return f" → hold {current}: the replicas starting cover it"
+        # whether they are starting, crash-looping or were never created (a quota) is the workload's to say
+        waiting = current - ready
+        return f" → hold {current}: the {waiting} {'replica' if waiting == 1 else 'replicas'} not Ready yet cover it"
     if r.capped:
         return f" → {r.replicas} (at most {MAX_STEP:g}x the ready replicas per tick)"
     return f" → {r.replicas}"
 
 
+def apart(value: float, target: float, scale: float, unit: str) -> tuple[str, str]:
+    """`value` and `target` (times `scale`, in `unit`) printed with as few decimals as tell them apart, up to
+    three: a comparison that decided a count must read true as printed ("80.4% > 80%", not "80% > 80%")."""
+    for digits in range(4):
+        shown = f"{value * scale:.{digits}f}", f"{target * scale:.{digits}f}"
+        if shown[0] != shown[1] or value == target:
+            break
+    return shown[0] + unit, f"{round(target * scale, digits):g}{unit}"  # a target reads as set: 80%, not 80.0%
+
+
 def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current: int) -> tuple[Recommendation, Ratio]:
     r = hpa_ratio(usage, target, tolerance, current)
     cmp = ">" if mean > target else "<" if mean < target else "="
+    shown, goal = apart(mean, target, 100, "%")
     message = (
-        f"KV cache {mean:.0%} {cmp} {target:.0%} target on {usage.ready} ready replicas{_coverage(usage)}"
-        f"{_outcome(r, tolerance, current)}"
+        f"KV cache {shown} {cmp} {goal} target on {usage.ready} ready replicas{_coverage(usage)}"
+        f"{_outcome(r, tolerance, current, usage.ready)}"
     )
     return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message), r
 
@@ -152,7 +165,9 @@ def queue(
         if r.capped:
             message = f"{head} → {r.replicas} (drains in {drain:.2f}s, {delay:.2f}x the TTFT SLO)"
             return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
-    return Recommendation(Reason.QUEUE, r.replicas, waiting, target, f"{head}{_outcome(r, tolerance, current)}"), r
+    return Recommendation(
+        Reason.QUEUE, r.replicas, waiting, target, f"{head}{_outcome(r, tolerance, current, usage.ready)}"
+    ), r
 
 
 def behind_pending(rec: Recommendation, current: int, pending: int, need: int | None, ready: int = 0) -> Recommendation:
@@ -265,7 +280,8 @@ def slo(
     replicas that are not loaded recommends nothing either and returns the sentence saying why."""
     if observed <= target or ready < 1:
         return None
-    breach = f"{SIGNAL_NAMES[signal]} {observed * 1000:.0f}ms > SLO {target * 1000:.0f}ms"
+    shown, goal = apart(observed, target, 1000, "ms")
+    breach = f"{SIGNAL_NAMES[signal]} {shown} > SLO {goal}"
     if not is_loaded:
         return f"{breach} on replicas {idle}: more replicas would not lower it"
     step = min(observed / target, MAX_STEP)

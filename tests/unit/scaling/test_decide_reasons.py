@@ -155,3 +155,24 @@ def test_a_tick_whose_ttft_is_unknown_teaches_no_capacity_at_the_slo() -> None:
         d = decide(replace(known, at=10.0 * i, newest_sample_at=10.0 * i), pol, st, 10.0 * i)
         st = d.state
     assert (st.capacity_factor or 1.0) > 1.0
+
+
+def test_a_comparison_that_decided_a_count_reads_true_as_printed() -> None:
+    kv = decide(
+        observe(10, kv=0.804, at=NOW, newest_sample_at=NOW), policy(tolerance=0.0, **NO_SLO), ScalerState(), NOW
+    )
+    assert kv.replicas == 11 and "KV cache 80.4% > 80% target" in kv.message  # was "80% > 80%"
+    slow = observe(10, kv=0.8, at=NOW, newest_sample_at=NOW, ttft_p95=0.5004, itl_mean=0.01, waiting=40.0)
+    ttft = decide(replace(slow, request_rate=20.0), policy(), ScalerState(), NOW)
+    assert ttft.replicas == 11 and "TTFT P95 500.4ms > SLO 500ms" in ttft.message
+    plain = decide(observe(10, kv=0.95, at=NOW, newest_sample_at=NOW), policy(**NO_SLO), ScalerState(), NOW)
+    assert "KV cache 95% > 80% target" in plain.message  # apart already: no decimals added
+
+
+def test_a_scale_down_held_by_the_dead_band_says_what_the_demand_needs() -> None:
+    pol = policy(capacity_prior_rps=10.0, scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.HOLD), **NO_SLO)
+    low = CapacityLow(NOW - 10, 5.0, None)  # 5 req/s per replica at the window's low: 36 req/s needs 9 at 80%
+    st = ScalerState(recommendations=(TimedReplicas(0.0, 10), TimedReplicas(100.0, 1)), capacity_low=low)
+    d = decide(observe(10, kv=0.3, at=NOW, newest_sample_at=NOW, request_rate=36.0), pol, st, NOW)
+    assert d.replicas == 10 and d.reason is Reason.CONSOLIDATION_REFUSED
+    assert "needs 9, within 10% of 10 → 10" in d.message  # it said "needs 10"

@@ -223,7 +223,7 @@ def test_overloaded_ready_replicas_never_ask_to_remove_starting_ones() -> None:
     d = decide(obs, policy(**FREE), ScalerState(), 0.0)
     assert d.replicas == 5 and d.reason is Reason.SCALE_UP_PENDING
     assert all(r.replicas == 5 for r in d.recommendations)
-    assert "the replicas starting cover it" in rec(d, Reason.KV_CACHE).message  # type: ignore[attr-defined]
+    assert "the 3 replicas not Ready yet cover it" in rec(d, Reason.KV_CACHE).message  # type: ignore[attr-defined]
 
 
 def test_met_slo_recommends_nothing() -> None:
