@@ -480,3 +480,73 @@ def test_a_long_release_name_still_names_a_valid_metrics_service_and_its_job(hel
     (rule,) = by_kind(docs, "PrometheusRule")
     alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
     assert f'up{{job="{name}"}}' in alerts["InferscaleOperatorDown"]["expr"]
+
+
+def _engine_series(model: str, names: dict[str, str]) -> list[dict[str, str]]:
+    """One pod of `model` exporting the families `names` maps (role -> metric name): 15-s samples for 10 minutes."""
+    pod = f'namespace="llm",pod="{model}-7d9f8c6b5-x2x4q",model_name="{model}"'
+    values = {"kv": "0.4x40", "waiting": "3x40", "running": "5x40", "itl_sum": "0+0.3x40", "itl_count": "0+15x40"}
+    series = [{"series": f"{names[role]}{{{pod}}}", "values": v} for role, v in values.items()]
+    for le, v in (("0.1", "0+15x40"), ("0.5", "0+30x40"), ("+Inf", "0+30x40")):  # 1/s under 0.1 s, 1/s under 0.5 s
+        series.append({"series": f'{names["ttft"]}{{{pod},le="{le}"}}', "values": v})
+    return series
+
+
+ENGINES = {
+    "new": {  # vLLM 0.11 and later
+        "kv": "vllm:kv_cache_usage_perc",
+        "waiting": "vllm:num_requests_waiting",
+        "running": "vllm:num_requests_running",
+        "itl_sum": "vllm:inter_token_latency_seconds_sum",
+        "itl_count": "vllm:inter_token_latency_seconds_count",
+        "ttft": "vllm:time_to_first_token_seconds_bucket",
+    },
+    "old": {  # vLLM before 0.10: the names the operator still reads
+        "kv": "vllm:gpu_cache_usage_perc",
+        "waiting": "vllm:num_requests_waiting",
+        "running": "vllm:num_requests_running",
+        "itl_sum": "vllm:time_per_output_token_seconds_sum",
+        "itl_count": "vllm:time_per_output_token_seconds_count",
+        "ttft": "vllm:time_to_first_token_seconds_bucket",
+    },
+    "sg": {
+        "kv": "sglang:token_usage",
+        "waiting": "sglang:num_queue_reqs",
+        "running": "sglang:num_running_reqs",
+        "itl_sum": "sglang:inter_token_latency_seconds_sum",
+        "itl_count": "sglang:inter_token_latency_seconds_count",
+        "ttft": "sglang:time_to_first_token_seconds_bucket",
+    },
+}
+
+
+def test_the_dashboard_s_engine_panels_read_every_engine_the_operator_reads(render: Render, tmp_path: Any) -> None:
+    (config_map,) = by_kind(render(grafanaDashboard__enabled=True), "ConfigMap")
+    dashboard = json.loads(config_map["data"]["inferscale.json"])
+    expected = {
+        "0.95, ": 0.46,
+        "0.50, ": 0.1,
+        "inter_token": 0.02,
+        "avg(": 0.4,
+        "max(": 0.4,
+        "waiting": 3,
+        "running": 5,
+    }
+    panels = [t["expr"] for p in dashboard["panels"] for t in p["targets"] if "model_name" in t["expr"]]
+    cases = []
+    for expr in panels:
+        (value,) = [v for key, v in expected.items() if key in expr]
+        for model in ENGINES:
+            promql = expr.replace("$namespace", "llm").replace("$model", model).replace("$__rate_interval", "1m")
+            rounded = f"round({promql}, 0.001)"  # rate() extrapolates in floats: 0.46 reads 0.45999999999999996
+            cases.append({"expr": rounded, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]})
+    assert len(cases) == 7 * len(ENGINES)  # TTFT P95 and P50, ITL, KV mean and max, waiting, running
+    series = [s for model, names in ENGINES.items() for s in _engine_series(model, names)]
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": []}))
+    test = {"interval": "15s", "input_series": series, "promql_expr_test": cases}
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "tests": [test]}))
+    promtool = tool("promtool", "make setup (Debian's prometheus)")
+    result = subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr  # empty panels on vLLM before 0.10 and on SGLang
+    (model,) = [v for v in dashboard["templating"]["list"] if v["name"] == "model"]
+    assert "sglang:num_running_reqs" in model["query"]["query"]
