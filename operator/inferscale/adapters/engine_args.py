@@ -20,9 +20,13 @@ def _tokens(container: Mapping[str, Any]) -> Iterator[str]:
             yield from part.split()
 
 
+# GPUs per replica: vLLM's --tensor-parallel-size (or -tp), SGLang's --tp-size (or --tensor-parallel-size)
+TP_FLAGS = {"vllm": ("--tensor-parallel-size", "-tp"), "sglang": ("--tp-size", "--tensor-parallel-size")}
+
+
 def _value(tokens: list[str], flag: str, off: bool = False) -> int | None:
     """The flag's positive value; with `off`, also -1, which turns SGLang's chunked prefill off."""
-    spellings = (flag, "--" + flag[2:].replace("-", "_"))  # vLLM's argparse takes both
+    spellings = (flag, "--" + flag[2:].replace("-", "_")) if flag.startswith("--") else (flag,)  # both spellings
     for i, tok in enumerate(tokens):
         for spelling in spellings:
             if tok == spelling and i + 1 < len(tokens):
@@ -46,8 +50,8 @@ def _int(text: str) -> int | None:
 
 
 def engine_limits(deployment: Mapping[str, Any] | None, engine: str = "vllm") -> dict[str, int]:
-    """{"max_num_seqs": n, "max_num_batched_tokens": n} for the flags the first container that sets any
-    of them gives (`engine`'s names: vLLM's --max-num-seqs and --max-num-batched-tokens, SGLang's
+    """{"max_num_seqs": n, "max_num_batched_tokens": n, "tensor_parallel": n} for the flags the first container
+    that sets any of them gives (`engine`'s names: vLLM's --max-num-seqs and --max-num-batched-tokens, SGLang's
     --max-running-requests and --chunked-prefill-size); a flag absent or not a positive integer is left out
     (the default applies). SGLang's --chunked-prefill-size -1 (chunking off) is the budget `UNCHUNKED`."""
     _, budget, seats = ENGINE_FLAGS[engine]
@@ -58,6 +62,9 @@ def engine_limits(deployment: Mapping[str, Any] | None, engine: str = "vllm") ->
             continue
         tokens = list(_tokens(container))
         found = {name: _value(tokens, flag, off=engine == "sglang") for name, flag in flags.items()}
+        found["tensor_parallel"] = next(
+            (v for v in (_value(tokens, f) for f in TP_FLAGS.get(engine, ())) if v is not None), None
+        )
         if any(v is not None for v in found.values()):
             return {k: v for k, v in found.items() if v is not None}
     return {}

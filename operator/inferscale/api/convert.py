@@ -20,6 +20,7 @@ from inferscale.perf import (
     replica_profile,
 )
 from inferscale.perf.chunking import UNCHUNKED
+from inferscale.perf.memory import valid_tp
 from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.scaling.types import Observation, Policy, Release, ScaleRule, Schedule
 
@@ -81,7 +82,10 @@ def with_engine_limits(model: ModelRef, limits: Mapping[str, int]) -> ModelRef:
     spec leaves them unset: the spec wins, the args beat vLLM's defaults. Limits the perf model refuses
     together (vLLM would not start with them either) leave `model` as it is. A budget `UNCHUNKED` (SGLang
     without chunked prefill) is the model's context length: a prompt prefills whole, however long."""
-    update = {k: v for k, v in limits.items() if getattr(model, k) is None}
+    unset = {k for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(model, k) is None}
+    if "tensor_parallel" not in model.model_fields_set:  # 1 by default: the spec did not say
+        unset.add("tensor_parallel")
+    update = {k: v for k, v in limits.items() if k in unset}
     if not update or model.profile is None:
         return model
     if update.get("max_num_batched_tokens") == UNCHUNKED:
@@ -143,25 +147,40 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
 
 
 def _spec_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> tuple[float | None, str | None]:
-    """The capacity prior of the spec's model, or none yet and why: a spec that sets one batch limit leaves
-    the other to the engine's flags, which the operator reads from the target Deployment each tick
-    (`with_engine_limits`); against vLLM's default for it the pair may not hold (512 tokens against an H100's
-    1,024 seats), which is no reason to stop deciding. Every other refusal is the spec's own."""
+    """The capacity prior of the spec's model, or none yet and why. What the spec leaves unset, the operator
+    reads from the target Deployment's args each tick (`with_engine_limits`): a batch limit the spec does not
+    give, and the tensor-parallel size where it gives none. Until then vLLM's defaults stand in, and against
+    them the spec may not hold (512 tokens against an H100's 1,024 seats; a 70B model on one GPU), which is no
+    reason to stop deciding when some value of what the args give would make it hold. Every other refusal is
+    the spec's own."""
     try:
         return capacity_prior(model, slo_ttft, slo_itl), None
     except InvalidSpec as refused:
-        given = [k for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(model, k) is not None]
-        if len(given) != 1 or model.profile is None:
+        if model.profile is None:
             raise
-        try:
-            _profile(model.model_copy(update={given[0]: None}), model.profile)
-        except PerfError:
+        given = [k for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(model, k) is not None]
+        limits: list[dict[str, Any]] = [{}]
+        if len(given) == 1:
+            limits.append({given[0]: None})  # the other limit comes from the args: the given one alone is fine
+        sizes = [1] if "tensor_parallel" in model.model_fields_set else valid_tp(model_spec(model.profile))
+        awaited: list[str] = []
+        for update in ({**u, "tensor_parallel": tp} for u in limits for tp in sizes):
+            try:
+                _profile(model.model_copy(update=update), model.profile)
+            except PerfError:
+                continue
+            if update["tensor_parallel"] != model.tensor_parallel:
+                awaited.append("tensor-parallel size (or set spec.model.tensorParallel)")
+            if given and given[0] in update:
+                other = "max_num_batched_tokens" if given[0] == "max_num_seqs" else "max_num_seqs"
+                field = "maxNumSeqs" if other == "max_num_seqs" else "maxNumBatchedTokens"
+                awaited.append(f"{other} (or set spec.model.{field} too)")
+            break
+        if not awaited:
             raise refused from None
-        field = {"max_num_seqs": "maxNumSeqs", "max_num_batched_tokens": "maxNumBatchedTokens"}
-        (other,) = set(field) - set(given)
         return None, (
             f"capacity: no prior from the spec alone: {refused.problems[0]}; the prior follows once the target "
-            f"Deployment's args give the engine's {other} (or set spec.model.{field[other]} too)"
+            f"Deployment's args give the engine's {' and '.join(awaited)}"
         )
 
 

@@ -100,7 +100,12 @@ class ModelRef(BaseModel):
     gpu: Gpu = Field(  # type: ignore[valid-type]
         default="h100-80gb", description="GPU catalog entry of one replica; used with profile."
     )
-    tensor_parallel: int = Field(default=1, ge=1, description="GPUs per replica (tensor parallel size).")
+    tensor_parallel: int = Field(
+        default=1,
+        ge=1,
+        description="GPUs per replica (tensor parallel size), for the prior. Unset: the flag in the target "
+        "Deployment's container args (vLLM --tensor-parallel-size or -tp, SGLang --tp-size), else 1.",
+    )
     max_num_seqs: int | None = Field(
         default=None,
         ge=1,

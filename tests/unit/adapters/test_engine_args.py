@@ -86,3 +86,27 @@ def test_sglang_without_chunked_prefill_prefills_a_prompt_whole() -> None:
         assert step.chunk_tokens == 16000 and not step.within_slo
     # -1 is no vLLM value: its default budget stands
     assert engine_limits(deployment({"args": ["--max-num-batched-tokens", "-1"]})) == {}
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "tp"),
+    [
+        ("vllm", ["--tensor-parallel-size", "4"], 4),
+        ("vllm", ["--tensor_parallel_size=2"], 2),
+        ("vllm", ["-tp", "8"], 8),
+        ("vllm", ["-tp=2"], 2),
+        ("sglang", ["--tp-size", "4"], 4),
+        ("sglang", ["--tensor-parallel-size=2"], 2),
+        ("vllm", ["--tp-size", "4"], None),  # SGLang's flag: nothing to vLLM
+    ],
+)
+def test_the_tensor_parallel_size_is_read_in_each_engine_s_flags(engine: str, args: list[str], tp: int | None) -> None:
+    assert engine_limits(deployment({"args": ["--model", "m", *args]}), engine).get("tensor_parallel") == tp
+
+
+def test_the_args_tensor_parallel_size_fills_a_spec_that_gives_none_and_not_one_that_does() -> None:
+    seventy = ModelRef(name="m", profile="llama-3.1-70b", gpu="h100-80gb")
+    assert with_engine_limits(seventy, {"tensor_parallel": 4}).tensor_parallel == 4
+    chosen = ModelRef(name="m", profile="llama-3.1-70b", gpu="h100-80gb", tensor_parallel=8)
+    assert with_engine_limits(chosen, {"tensor_parallel": 4}) is chosen  # the spec wins
+    assert with_engine_limits(seventy, {"tensor_parallel": 3}) is seventy  # splits no head evenly: vLLM refuses it

@@ -79,7 +79,8 @@ def test_unreachable_slo_leaves_the_prior_unknown_not_zero() -> None:
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        # the spec refuses these (rules.PROFILE, GPU, TENSOR_PARALLEL); the prior still names them if one gets past it
+        # the spec refuses these (rules.PROFILE, GPU, TENSOR_PARALLEL; a model that does not fit at the TP the spec
+        # sets, policy_from_spec); the prior still names them if one gets past it
         (ModelRef.model_construct(name="m", profile="gpt-5"), "unknown model 'gpt-5'"),
         (ModelRef.model_construct(name="m", profile="llama-3.1-8b", gpu="tpu-v5"), "unknown GPU 'tpu-v5'"),
         (ModelRef(name="m", profile="llama-3.1-70b", gpu="l40s-48gb", tensor_parallel=1), "spec.model"),
@@ -111,3 +112,16 @@ def test_batch_limits_vllm_refuses_are_an_invalid_spec() -> None:
     model = ModelRef(name="m", profile="llama-3.1-8b", max_num_batched_tokens=512)
     with pytest.raises(InvalidSpec, match=r"spec.model: max_num_batched_tokens \(512\) must be >= max_num_seqs"):
         capacity_prior(model, 0.5, 0.05)
+
+
+def test_a_model_that_fits_at_some_tensor_parallel_size_waits_for_the_deployment_s() -> None:
+    spec = {
+        "model": {"name": "m", "profile": "llama-3.1-70b", "gpu": "h100-80gb"},
+        "scaleTargetRef": {"name": "llm"},
+        "replicas": {"min": 1, "max": 4},
+    }
+    policy = policy_from_spec(parse_spec(spec), default_interval=10.0)  # was InvalidSpec: 131.5 GiB on one GPU
+    assert policy.capacity_prior_rps is None and policy.capacity_note is not None
+    assert "tensor-parallel size (or set spec.model.tensorParallel)" in policy.capacity_note
+    with pytest.raises(InvalidSpec, match=r"131\.5 GiB"):  # the spec's own choice: refused, as before
+        policy_from_spec(parse_spec({**spec, "model": {**spec["model"], "tensorParallel": 1}}), default_interval=10.0)

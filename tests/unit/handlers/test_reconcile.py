@@ -1159,3 +1159,20 @@ async def test_one_batch_limit_in_the_spec_goes_with_the_engine_s_other_one(args
         assert capacity and capacity[0].target is not None and "(prior)" in capacity[0].message
     else:  # the engine would run 1,024 seats: no prior to size with, and the decision says why
         assert "no prior from the spec alone" in decision.message and "max_num_seqs" in decision.message
+
+
+@pytest.mark.parametrize(("args", "prior"), [(["--tensor-parallel-size=4"], True), ([], False)])
+async def test_a_model_the_spec_gives_no_tp_for_is_sized_at_the_pod_s(args: list[str], prior: bool) -> None:
+    # llama-3.1-70b fits no H100 at the default TP 1; the pod runs it on 4: the CRD took the spec, so must the operator
+    spec = {**GOOD, "model": {"name": "m", "profile": "llama-3.1-70b", "gpu": "h100-80gb"}}
+    container = {"name": "vllm", "args": ["--model=m", *args]}
+    deployment = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "template": {"spec": {"containers": [container]}}}}
+    kube = FakeKube()
+    rt = Runtime(kube=kube, default_interval=10.0, history={((), "ns", "m", "llm"): flat(2.0)})  # type: ignore[arg-type]
+    decision = await reconcile(rt, long_prompt_tick(prompt=1000.0, deployments={("ns", "llm"): deployment}), svc(spec))
+    assert decision is not None  # it was InvalidSpec: no decision, ever
+    capacity = [r for r in decision.recommendations if r.signal is Reason.CAPACITY]
+    if prior:
+        assert capacity and capacity[0].target is not None and "(prior)" in capacity[0].message
+    else:
+        assert "tensor-parallel size" in decision.message
