@@ -84,17 +84,22 @@ def test_lengths_read_back_from_status_need_a_complete_observation_of_numbers(ed
     assert reported_lengths({**observed, **edit}) is None
 
 
-def test_the_prompt_length_behind_the_prior_leaves_out_the_prefix_cache_s_hits() -> None:
-    obs = Observation(
+def rates(request: float, prompt: float, generation: float, **more: Any) -> Observation:
+    """One Ready replica's complete observation finishing `request` requests/s of those token rates."""
+    return Observation(
         at=0,
         current_replicas=1,
         ready_replicas=1,
         state=MetricsState.COMPLETE,
-        request_rate=10.0,
-        prompt_token_rate=40000.0,
-        generation_token_rate=2000.0,
-        cached_prompt_token_rate=32000.0,
+        request_rate=request,
+        prompt_token_rate=prompt,
+        generation_token_rate=generation,
+        **more,
     )
+
+
+def test_the_prompt_length_behind_the_prior_leaves_out_the_prefix_cache_s_hits() -> None:
+    obs = rates(10.0, 40000.0, 2000.0, cached_prompt_token_rate=32000.0)
     assert observed_lengths(obs) == (800.0, 200.0)  # 4,000-token prompts, 80% of them cached
     assert observed_lengths(dataclasses.replace(obs, cached_prompt_token_rate=None)) == (4000.0, 200.0)
     # more hits than prompt tokens (windows a scrape apart): all cached, the engine still computes a token
@@ -106,15 +111,7 @@ def test_the_prompt_length_behind_the_prior_leaves_out_the_prefix_cache_s_hits()
 
 
 def test_observed_lengths_need_every_rate() -> None:
-    obs = Observation(
-        at=0,
-        current_replicas=1,
-        ready_replicas=1,
-        state=MetricsState.COMPLETE,
-        request_rate=10.0,
-        prompt_token_rate=12345.0,
-        generation_token_rate=2110.0,
-    )
+    obs = rates(10.0, 12345.0, 2110.0)
     assert observed_lengths(obs) == (1200.0, 210.0)
     for missing in ({"request_rate": None}, {"request_rate": 0.0}, {"prompt_token_rate": None}):
         assert observed_lengths(Observation(**{**obs.__dict__, **missing})) is None
