@@ -97,6 +97,7 @@ def _last_tick_to_status(last: LastTick) -> dict[str, Any]:
         "readySince": last.ready_since,
         "waiting": _non_negative(last.waiting),
         "backlogSince": last.backlog_since if _time(last.backlog_since) else None,
+        "blindSince": last.blind_since if _time(last.blind_since) else None,
     }
 
 
@@ -106,12 +107,14 @@ def _last_tick_from_status(value: object) -> LastTick | None:
     if not (_time(value.get("at")) and _count(value.get("ready")) and _time(value.get("readySince"))):
         return None
     backlog = value["backlogSince"] if _time(value.get("backlogSince")) else None
+    blind = value["blindSince"] if _time(value.get("blindSince")) else None
     return LastTick(
         float(value["at"]),
         value["ready"],
         float(value["readySince"]),
         _non_negative(value.get("waiting")),
         float(backlog) if backlog is not None else None,
+        float(blind) if blind is not None else None,
     )
 
 

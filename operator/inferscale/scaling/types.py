@@ -168,6 +168,8 @@ class LastTick:
     ready_since: float  # when the ready count became `ready` (a rate over a window that began earlier mixes sizes)
     waiting: float | None  # sum of waiting requests; None when unknown
     backlog_since: float | None = None  # when the current backlog began; None without one
+    # when the ticks that hold a scale-down for want of data began; None while the data supports a decision
+    blind_since: float | None = None
 
 
 @dataclass(frozen=True)

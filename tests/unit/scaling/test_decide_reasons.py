@@ -120,15 +120,18 @@ def test_a_clock_stepped_back_keeps_the_capacity_low() -> None:
     ],
 )
 @pytest.mark.parametrize("release", [Release.HOLD, Release.LINEAR])
-def test_one_tick_without_data_does_not_restart_the_scale_down_window(blip: dict[str, Any], release: Release) -> None:
+def test_a_blip_in_the_data_leaves_the_scale_down_window_and_an_outage_restarts_it(
+    blip: dict[str, Any], release: Release
+) -> None:
     # 10 replicas at 76% KV until t=600, then one replica's worth: the window lets the fleet down from t=900 on
     pol = policy(scale_down=ScaleRule(300.0, 50.0, None, 60.0, release), **NO_SLO)
 
-    def first_scale_down(blip_at: float | None) -> tuple[float, int]:
+    def first_scale_down(blind: tuple[float, float] | None) -> tuple[float, int]:
         st, current, t = ScalerState(), 10, 0.0
         while True:
             kv = min(1.0, (7.6 if t < 600 else 0.8) / current)
-            obs = observe(current, kv=kv, at=t, newest_sample_at=t, **(blip if t == blip_at else {}))
+            gone = blind is not None and blind[0] <= t <= blind[1]
+            obs = observe(current, kv=kv, at=t, newest_sample_at=t, **(blip if gone else {}))
             d = decide(obs, pol, st, t)
             if d.replicas < current:
                 return t, d.replicas
@@ -136,7 +139,12 @@ def test_one_tick_without_data_does_not_restart_the_scale_down_window(blip: dict
             st, t = d.state, t + 10.0
 
     clean = first_scale_down(None)
-    assert first_scale_down(clean[0] - 20.0) == clean  # was 300 s later: the blip counted as a recommendation of 10
+    assert first_scale_down((clean[0] - 20.0, clean[0] - 20.0)) == clean  # was 300 s later: counted as a 10
+    if release is Release.HOLD:  # its window ends at t=900, long after the drop was seen
+        assert first_scale_down((clean[0] - 70.0, clean[0] - 20.0)) == clean  # less than staleAfter: still a blip
+        # two minutes without data: the windows after it read a few scrapes, and a scale-down waits one window
+        at, _ = first_scale_down((clean[0] - 140.0, clean[0] - 20.0))
+        assert at >= clean[0] - 20.0 + 300.0
 
 
 def test_a_tick_whose_ttft_is_unknown_teaches_no_capacity_at_the_slo() -> None:

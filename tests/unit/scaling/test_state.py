@@ -119,9 +119,16 @@ def test_bad_entries_are_dropped_and_good_ones_kept() -> None:
 
 
 def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
-    state = ScalerState(last_tick=LastTick(30.0, 4, 10.0, 12.5, 20.0))
+    state = ScalerState(last_tick=LastTick(30.0, 4, 10.0, 12.5, 20.0, 25.0))
     status = state_to_status(state)
-    assert status["lastTick"] == {"at": 30.0, "ready": 4, "readySince": 10.0, "waiting": 12.5, "backlogSince": 20.0}
+    assert status["lastTick"] == {
+        "at": 30.0,
+        "ready": 4,
+        "readySince": 10.0,
+        "waiting": 12.5,
+        "backlogSince": 20.0,
+        "blindSince": 25.0,
+    }
     assert state_from_status(json.loads(json.dumps(status))) == state
     unknown_queue = ScalerState(last_tick=LastTick(30.0, 4, 10.0, None))
     assert state_to_status(unknown_queue)["lastTick"]["waiting"] is None
