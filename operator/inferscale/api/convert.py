@@ -82,9 +82,7 @@ def with_engine_limits(model: ModelRef, limits: Mapping[str, int]) -> ModelRef:
     spec leaves them unset: the spec wins, the args beat vLLM's defaults. Limits the perf model refuses
     together (vLLM would not start with them either) leave `model` as it is. A budget `UNCHUNKED` (SGLang
     without chunked prefill) is the model's context length: a prompt prefills whole, however long."""
-    unset = {k for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(model, k) is None}
-    if "tensor_parallel" not in model.model_fields_set:  # 1 by default: the spec did not say
-        unset.add("tensor_parallel")
+    unset = _left_to_args(model)
     update = {k: v for k, v in limits.items() if k in unset}
     if not update or model.profile is None:
         return model
@@ -111,6 +109,18 @@ def prefill_check(
         return prefill_step(_profile(model, model.profile), *lengths, slo_ttft, slo_itl)
     except PerfError:
         return None
+
+
+_BATCH_LIMITS = ("max_num_seqs", "max_num_batched_tokens")
+
+
+def _left_to_args(model: ModelRef) -> set[str]:
+    """The engine settings the spec leaves to the target Deployment's args: the batch limits it does not give,
+    and the tensor-parallel size where it gives none (1 by default, so unset is not None)."""
+    unset = {k for k in _BATCH_LIMITS if getattr(model, k) is None}
+    if "tensor_parallel" not in model.model_fields_set:
+        unset.add("tensor_parallel")
+    return unset
 
 
 def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Policy:
@@ -158,11 +168,12 @@ def _spec_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> tuple[float
     except InvalidSpec as refused:
         if model.profile is None:
             raise
-        given = [k for k in ("max_num_seqs", "max_num_batched_tokens") if getattr(model, k) is not None]
+        args = _left_to_args(model)
+        given = [k for k in _BATCH_LIMITS if k not in args]
         limits: list[dict[str, Any]] = [{}]
         if len(given) == 1:
             limits.append({given[0]: None})  # the other limit comes from the args: the given one alone is fine
-        sizes = [1] if "tensor_parallel" in model.model_fields_set else valid_tp(model_spec(model.profile))
+        sizes = valid_tp(model_spec(model.profile)) if "tensor_parallel" in args else [model.tensor_parallel]
         awaited: list[str] = []
         for update in ({**u, "tensor_parallel": tp} for u in limits for tp in sizes):
             try:
@@ -172,7 +183,7 @@ def _spec_prior(model: ModelRef, slo_ttft: float, slo_itl: float) -> tuple[float
             if update["tensor_parallel"] != model.tensor_parallel:
                 awaited.append("tensor-parallel size (or set spec.model.tensorParallel)")
             if given and given[0] in update:
-                other = "max_num_batched_tokens" if given[0] == "max_num_seqs" else "max_num_seqs"
+                (other,) = set(_BATCH_LIMITS) - set(given)
                 field = "maxNumSeqs" if other == "max_num_seqs" else "maxNumBatchedTokens"
                 awaited.append(f"{other} (or set spec.model.{field} too)")
             break

@@ -125,3 +125,13 @@ def test_a_model_that_fits_at_some_tensor_parallel_size_waits_for_the_deployment
     assert "tensor-parallel size (or set spec.model.tensorParallel)" in policy.capacity_note
     with pytest.raises(InvalidSpec, match=r"131\.5 GiB"):  # the spec's own choice: refused, as before
         policy_from_spec(parse_spec({**spec, "model": {**spec["model"], "tensorParallel": 1}}), default_interval=10.0)
+
+
+def test_one_batch_limit_waits_for_the_deployment_s_other_at_the_tensor_parallel_size_the_spec_gives() -> None:
+    model = {"name": "m", "profile": "llama-3.1-70b", "gpu": "h100-80gb", "tensorParallel": 2}
+    spec = {"model": {**model, "maxNumBatchedTokens": 512}, "scaleTargetRef": {"name": "llm"}}
+    policy = policy_from_spec(parse_spec({**spec, "replicas": {"min": 1, "max": 4}}), default_interval=10.0)
+    # was InvalidSpec: the pair was tried at TP 1, where the 70B model fits no H100
+    assert policy.capacity_prior_rps is None and policy.capacity_note is not None
+    assert "max_num_seqs (or set spec.model.maxNumSeqs too)" in policy.capacity_note
+    assert "tensor-parallel" not in policy.capacity_note
