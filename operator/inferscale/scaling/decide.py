@@ -254,7 +254,7 @@ def _hold(
         reason, limits = clamp, (clamp,)
         message += f"; {clamp_msg} → {replicas}"
     tick = _remember(state, obs, policy, now, blind=True)
-    history = _blind_record(state, policy, tick, now, replicas)
+    history = _blind_record(state.recommendations, policy, tick, now, replicas)
     return Decision(
         replicas=replicas,
         current=current,
@@ -413,9 +413,7 @@ def _decide(
             replace(learned_state, last_tick=tick, capacity_low=_capacity_low(state, policy, now)),
             policy,
             now,
-            _blind_record(state, policy, tick, now, desired, history)
-            if unknown
-            else (*history, TimedReplicas(now, desired)),
+            _blind_record(history, policy, tick, now, desired) if unknown else (*history, TimedReplicas(now, desired)),
             n,
             current,
             reason,
@@ -514,12 +512,7 @@ def _next_state(
 
 
 def _blind_record(
-    state: ScalerState,
-    policy: Policy,
-    tick: LastTick,
-    now: float,
-    replicas: int,
-    history: Sequence[TimedReplicas] | None = None,
+    runs: Sequence[TimedReplicas], policy: Policy, tick: LastTick, now: float, replicas: int
 ) -> Sequence[TimedReplicas]:
     """The scale-down window's record after a tick that holds for want of data. A blip (data back within
     `stale_after`: one failed query, a scrape missed) records nothing, as HPA records nothing on a tick it
@@ -528,11 +521,9 @@ def _blind_record(
     count it holds: the first windows after it read a few scrapes only (no rate at the first, histograms of
     seconds), and a scale-down waits one window of them (on the synthetic trace's outage that kept 1.2 points of
     attainment)."""
-    runs = tuple(state.recommendations if history is None else history)
-    since = tick.blind_since if tick.blind_since is not None else now
-    if now - since < policy.stale_after:
+    if tick.blind_since is None or now - tick.blind_since < policy.stale_after:
         return runs
-    return (*(runs or (TimedReplicas(now, replicas),)), TimedReplicas(now, replicas))
+    return (*runs, TimedReplicas(now, replicas))
 
 
 def _remember(state: ScalerState, obs: Observation, policy: Policy, now: float, blind: bool = False) -> LastTick:

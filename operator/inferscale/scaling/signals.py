@@ -116,7 +116,7 @@ def _outcome(r: Ratio, tolerance: float, current: int, ready: int) -> str:
     return f" → {r.replicas}"
 
 
-def apart(value: float, target: float, scale: float, unit: str) -> tuple[str, str]:
+def _apart(value: float, target: float, scale: float, unit: str) -> tuple[str, str]:
     """`value` and `target` (times `scale`, in `unit`) printed with as few decimals as tell them apart, up to
     three: a comparison that decided a count must read true as printed ("80.4% > 80%", not "80% > 80%")."""
     for digits in range(4):
@@ -129,7 +129,7 @@ def apart(value: float, target: float, scale: float, unit: str) -> tuple[str, st
 def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current: int) -> tuple[Recommendation, Ratio]:
     r = hpa_ratio(usage, target, tolerance, current)
     cmp = ">" if mean > target else "<" if mean < target else "="
-    shown, goal = apart(mean, target, 100, "%")
+    shown, goal = _apart(mean, target, 100, "%")
     message = (
         f"KV cache {shown} {cmp} {goal} target on {usage.ready} ready replicas{_coverage(usage)}"
         f"{_outcome(r, tolerance, current, usage.ready)}"
@@ -280,7 +280,7 @@ def slo(
     replicas that are not loaded recommends nothing either and returns the sentence saying why."""
     if observed <= target or ready < 1:
         return None
-    shown, goal = apart(observed, target, 1000, "ms")
+    shown, goal = _apart(observed, target, 1000, "ms")
     breach = f"{SIGNAL_NAMES[signal]} {shown} > SLO {goal}"
     if not is_loaded:
         return f"{breach} on replicas {idle}: more replicas would not lower it"

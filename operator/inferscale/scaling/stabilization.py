@@ -96,7 +96,9 @@ def prune_recommendations(history: Sequence[TimedReplicas], now: float, keep: fl
     for r in _until(history, now):
         if not runs or runs[-1].replicas != r.replicas:
             runs.append(r)
-    ends = [r.at for r in runs[1:]] + [float("inf")] * bool(runs)
+    if not runs:  # a service whose every tick so far held for want of data has recommended nothing
+        return ()
+    ends = [r.at for r in runs[1:]] + [float("inf")]
     return tuple(r for r, end in zip(runs, ends, strict=True) if end > now - keep)
 
 
