@@ -138,7 +138,7 @@ def _signals(
             rec, ratio = signals.queue(
                 obs.waiting, usage, policy.target_waiting_per_replica, tol, current, drain, policy.slo_ttft_p95
             )
-            capped = signals.behind_pending(rec, current, obs.pending_replicas, need, ready)
+            capped = signals.behind_pending(rec, current, obs.pending_replicas, need)
             recs.append((capped, ratio.raw if capped is rec else capped.replicas))
     tpot_gate = is_loaded or signals.batching(obs.running, ready)
     for reason, observed, slo, gate, why in (
@@ -149,7 +149,7 @@ def _signals(
         if observed is not None and slo is not None:
             latency = signals.slo(reason, observed, slo, ready, current, gate, why)
             if isinstance(latency, Recommendation):
-                latency = signals.behind_pending(latency, current, obs.pending_replicas, need, ready)
+                latency = signals.behind_pending(latency, current, obs.pending_replicas, need)
                 recs.append((latency, latency.replicas))
             elif latency is not None:
                 remarks.append(latency)

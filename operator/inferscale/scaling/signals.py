@@ -170,16 +170,17 @@ def queue(
     ), r
 
 
-def behind_pending(rec: Recommendation, current: int, pending: int, need: int | None, ready: int = 0) -> Recommendation:
+def behind_pending(rec: Recommendation, current: int, pending: int, need: int | None) -> Recommendation:
     """An overload signal (queue, latency) while replicas are pending asks beyond `current` only up
-    to the larger of `need` (see `backlog_need`) and the doubling of the ready replicas less those
-    pending: the pending are supply on the way, so one backlog orders its replicas once instead of
-    again each time a pending replica turns Ready (a ServeGen replay went 22 -> 75 that way, the
-    backlog draining no sooner)."""
-    step = ceil_count(MAX_STEP * ready) - pending
-    if pending <= 0 or need is None or rec.replicas <= max(current, need, step):
+    to `need` (see `backlog_need`): the pending are supply on the way, so one backlog orders its
+    replicas once instead of again each time a pending replica turns Ready (a ServeGen replay went
+    22 -> 75 that way, the backlog draining no sooner). Replicas beyond what drains the backlog within
+    a time-to-ready arrive after it has drained; until 2026-12-06 the ask could still reach twice the
+    ready replicas less those pending, and on the m-mid slice it took 41 on the way (30 drain it) to 56
+    (the oracle ran 36)."""
+    if pending <= 0 or need is None or rec.replicas <= max(current, need):
         return rec
-    n = max(current, need, step)
+    n = max(current, need)
     outcome = f"hold {current}" if n == current else f"{n}"
     head = rec.message.split(" → ")[0]
     message = f"{head}; with {pending} pending, {need} drain the backlog within a time-to-ready → {outcome}"

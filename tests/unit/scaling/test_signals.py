@@ -288,6 +288,25 @@ def test_a_queue_over_target_that_drains_within_the_ttft_slo_is_a_burst_and_hold
     assert rec(unknown, Reason.QUEUE).replicas == 16  # type: ignore[attr-defined]
 
 
+def test_a_backlog_that_the_replicas_on_the_way_drain_orders_no_more() -> None:
+    # the m-mid slice at 14:00: 28 ready complete 1,120 req/s (40 each) with 19,287 waiting and 13
+    # pending; 30 replicas keep up and drain it within the 270-s time-to-ready, and 41 are on the way
+    pol = policy(**{**FREE, "time_to_ready_prior": 270.0, "slo_ttft_p95": 0.5})
+    obs = observe(
+        41,
+        kv=0.99,
+        waiting=19_287.0,
+        ready_replicas=28,
+        pods_reporting=28,
+        pending_replicas=13,
+        request_rate=1_120.0,
+        ttft_p95=30.0,
+    )
+    d = decide(obs, pol, ScalerState(), 0.0)
+    assert d.replicas == 41, d.message  # doubling the ready less the pending asked for 43
+    assert "30 drain the backlog within a time-to-ready → hold 41" in rec(d, Reason.QUEUE).message  # type: ignore[attr-defined]
+
+
 def test_backlog_need_keeps_up_with_arrivals_and_drains_the_queue_within_the_horizon() -> None:
     # 10 ready finish 100 req/s (10 each); 150 arrive; 12,000 waiting drain over 240 s at 50 req/s.
     assert signals.backlog_need(12_000.0, 100.0, 10, 150.0, 240.0) == 20
@@ -301,13 +320,16 @@ def test_backlog_need_keeps_up_with_arrivals_and_drains_the_queue_within_the_hor
 
 def test_pending_replicas_absorb_an_overload_ask_up_to_what_drains_the_backlog() -> None:
     ask = Recommendation(Reason.QUEUE, 42, 900.0, 4.0, "900 waiting on 21 ready replicas → 42")
-    # 36 on the way (15 pending); 24 drain the backlog; doubling 21 ready less 15 pending is 27
-    held = signals.behind_pending(ask, 36, 15, 24, 21)
+    # 36 on the way (15 pending); 24 drain the backlog
+    held = signals.behind_pending(ask, 36, 15, 24)
     assert held.replicas == 36 and held.signal is Reason.QUEUE and "hold 36" in held.message
-    assert signals.behind_pending(ask, 36, 15, 40, 21).replicas == 40  # the backlog needs more
-    assert signals.behind_pending(ask, 23, 5, 20, 18).replicas == 31  # a first ask: 2 x 18 less 5
-    assert signals.behind_pending(ask, 36, 0, 24, 21) is ask  # nothing pending: the ask stands
-    assert signals.behind_pending(ask, 36, 15, None, 21) is ask  # unknown need: the ask stands
+    assert signals.behind_pending(ask, 36, 15, 40).replicas == 40  # the backlog needs more
+    # the m-mid slice at 14:00: 28 ready and 13 pending, 30 drain the backlog; doubling the ready less
+    # the pending (43) would order replicas that arrive after the backlog has drained
+    assert signals.behind_pending(ask, 41, 13, 30).replicas == 41
+    assert signals.behind_pending(ask, 23, 5, 20).replicas == 23  # a first ask the pending already cover
+    assert signals.behind_pending(ask, 36, 0, 24) is ask  # nothing pending: the ask stands
+    assert signals.behind_pending(ask, 36, 15, None) is ask  # unknown need: the ask stands
 
 
 def test_arrival_rate_adds_the_queue_growth_to_the_completions() -> None:
