@@ -222,9 +222,10 @@ _NEWS: dict[str, Callable[[Any], Any]] = {
     "recommendations": lambda v: [_pick(r, ("signal", "replicas")) for r in v] if isinstance(v, list) else v,
     "conditions": lambda v: [_pick(c, ("type", "status", "reason")) for c in v] if isinstance(v, list) else v,
     # The previous tick's time and queue are figures: a later tick reading an older lastTick measures the
-    # queue's growth over a longer span, which is still its growth.
+    # queue's growth over a longer span, which is still its growth. Its capacity ask is news: the next tick
+    # confirms or drops a capacity scale-up on it (`capacity.confirm`), and is None on a steady service.
     "scaler": lambda v: (
-        {**v, "lastTick": _pick(v.get("lastTick"), ("ready", "readySince", "backlogSince"))}
+        {**v, "lastTick": _pick(v.get("lastTick"), ("ready", "readySince", "backlogSince", "capacityAsk"))}
         if isinstance(v, Mapping)
         else v
     ),

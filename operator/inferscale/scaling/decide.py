@@ -5,7 +5,8 @@ Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes
 1. metrics gate: missing or stale data holds the current count (bounds and schedule floors still
    apply); nothing is learned and nothing else moves;
 2. per-signal recommendations (KV cache, queue, TTFT, ITL, per-request TPOT when its SLO is set,
-   capacity forecast; see `signals` and `capacity`), each with HPA's tolerance dead-band; their max is
+   capacity forecast, whose scale-up waits until two ticks in a row ask for it unless a backlog shows the
+   load is real; see `signals` and `capacity`), each with HPA's tolerance dead-band; their max is
    the desired count (`WithinTolerance` when a dead-band held it). Latency breaches count only on
    loaded replicas (a TPOT breach also on batching ones);
    replicas still starting are supply (`ScaleUpInProgress` when they already cover the need);
@@ -156,18 +157,20 @@ def _signals(
     per_replica, learned = capacity.estimate(state, policy.capacity_prior_rps)
     demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
-        recs.append(
-            capacity.recommend(
-                demand,
-                per_replica,
-                learned,
-                fc.horizon,
-                tol,
-                current,
-                forecast_rps=fc.rps,
-                utilization=policy.target_capacity_utilization,
-            )
+        rec, raw = capacity.recommend(
+            demand,
+            per_replica,
+            learned,
+            fc.horizon,
+            tol,
+            current,
+            forecast_rps=fc.rps,
+            utilization=policy.target_capacity_utilization,
         )
+        last = state.last_tick
+        if last is not None and not backlog:  # a new service has no reading to confirm against
+            rec = capacity.confirm(rec, raw, current, last.capacity_ask)
+        recs.append((rec, raw))
     elif per_replica is None and policy.capacity_note:
         remarks.append(policy.capacity_note)
     return recs, remarks
@@ -381,7 +384,8 @@ def _decide(
 
     slo_met = _slo_met(obs, policy)
     learned_state = state
-    tick = _remember(state, obs, policy, now, blind=unknown)
+    asked = next((raw for r, raw in signal_recs if r.signal is Reason.CAPACITY), 0)
+    tick = _remember(state, obs, policy, now, blind=unknown, capacity_ask=asked if asked > current else None)
     # without a previous tick (a new service) nothing says the fleet changed: the rate is taken as is
     ready_for = now - tick.ready_since
     backlog_for = now - tick.backlog_since if tick.backlog_since is not None else 0.0
@@ -526,7 +530,14 @@ def _blind_record(
     return (*runs, TimedReplicas(now, replicas))
 
 
-def _remember(state: ScalerState, obs: Observation, policy: Policy, now: float, blind: bool = False) -> LastTick:
+def _remember(
+    state: ScalerState,
+    obs: Observation,
+    policy: Policy,
+    now: float,
+    blind: bool = False,
+    capacity_ask: int | None = None,
+) -> LastTick:
     """This tick for the next one: since when the ready count and the backlog have been what they are."""
     last = state.last_tick
     same = last is not None and last.ready == obs.ready_replicas and last.ready_since <= now
@@ -537,4 +548,4 @@ def _remember(state: ScalerState, obs: Observation, policy: Policy, now: float, 
         if last is not None and last.backlog_since is not None and last.backlog_since <= now:
             backlog_since = last.backlog_since
     blind_since = (last.blind_since if last is not None and last.blind_since is not None else now) if blind else None
-    return LastTick(now, obs.ready_replicas, ready_since, obs.waiting, backlog_since, blind_since)
+    return LastTick(now, obs.ready_replicas, ready_since, obs.waiting, backlog_since, blind_since, capacity_ask)

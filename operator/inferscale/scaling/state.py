@@ -98,6 +98,7 @@ def _last_tick_to_status(last: LastTick) -> dict[str, Any]:
         "waiting": _non_negative(last.waiting),
         "backlogSince": last.backlog_since if _time(last.backlog_since) else None,
         "blindSince": last.blind_since if _time(last.blind_since) else None,
+        "capacityAsk": last.capacity_ask if _count(last.capacity_ask) else None,
     }
 
 
@@ -115,6 +116,7 @@ def _last_tick_from_status(value: object) -> LastTick | None:
         _non_negative(value.get("waiting")),
         float(backlog) if backlog is not None else None,
         float(blind) if blind is not None else None,
+        value["capacityAsk"] if _count(value.get("capacityAsk")) else None,
     )
 
 

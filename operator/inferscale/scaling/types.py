@@ -170,6 +170,9 @@ class LastTick:
     backlog_since: float | None = None  # when the current backlog began; None without one
     # when the ticks that hold a scale-down for want of data began; None while the data supports a decision
     blind_since: float | None = None
+    # the count the capacity signal asked for when it was above the current count (None when it asked for no more,
+    # or had nothing to go on): a capacity scale-up waits until two ticks in a row ask for it (`capacity.confirm`)
+    capacity_ask: int | None = None
 
 
 @dataclass(frozen=True)

@@ -381,6 +381,13 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
     assert has_news(old, {**figures, "scaler": {"recommendations": [{"at": 1.0, "replicas": 3}]}})
     grew = {"recommendations": [{"at": 1.0, "replicas": 2}], "lastTick": {"at": 16.0, "ready": 3, "waiting": 3}}
     assert has_news(old, {**figures, "scaler": grew})
+    # a capacity scale-up waiting for its second tick: that tick must read this one's ask from status
+    asked = {
+        "recommendations": [{"at": 1.0, "replicas": 2}],
+        "lastTick": {**figures["scaler"]["lastTick"], "capacityAsk": 3},
+    }
+    assert has_news(old, {**figures, "scaler": asked})
+    assert has_news({**old, "scaler": asked}, figures)  # and the ask withdrawn
     assert has_news({}, figures)
 
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from tests.unit.scaling.helpers import observe, policy
 
-from inferscale.scaling import capacity
+from inferscale.scaling import Decision, capacity, decide
 from inferscale.scaling.capacity import ALPHA, MAX_CHANGE, PRIOR_SPAN, Evidence, learn
-from inferscale.scaling.types import CapacityLow, ScalerState
+from inferscale.scaling.types import CapacityLow, LastTick, ScalerState
 
 AT, LOWER, UPPER = Evidence.AT_CAPACITY, Evidence.LOWER_BOUND, Evidence.UPPER_BOUND
 
@@ -132,3 +133,25 @@ def test_a_request_rate_that_underflows_per_replica_teaches_nothing() -> None:
 
     obs = observe(2, kv=0.9, waiting=8.0, request_rate=5e-324, ttft_p95=0.1, itl_mean=0.01)
     assert decide(obs, policy(), ScalerState(), 0.0).state.capacity_rps is None
+
+
+def test_a_capacity_scale_up_waits_until_two_ticks_in_a_row_ask_for_it() -> None:
+    # 4 replicas at 10 req/s each, used to 80%: 32 req/s fit, 40 need 5, 48 need 6. A single tick whose
+    # lengths read long (Azure conv) asked for replicas the scale-down window then kept for minutes.
+    pol = policy(capacity_prior_rps=10.0, predictive=False, max_replicas=100)
+
+    def tick(st: ScalerState, t: float, rate: float) -> Decision:
+        obs = observe(4, kv=0.3, request_rate=rate, ttft_p95=0.1, itl_mean=0.01, at=t, newest_sample_at=t)
+        return decide(obs, pol, st, t)
+
+    start = ScalerState(last_tick=LastTick(0.0, 4, -600.0, 0.0))
+    first = tick(start, 10.0, 40.0)
+    assert first.replicas == 4 and "waits for a second reading → hold 4" in first.message
+    assert first.state.last_tick is not None and first.state.last_tick.capacity_ask == 5
+    assert tick(first.state, 20.0, 40.0).replicas == 5  # asked again: the scale-up goes ahead
+    assert tick(first.state, 20.0, 48.0).replicas == 5  # the lower of the two asks
+    spike_over = tick(first.state, 20.0, 30.0)
+    assert spike_over.replicas == 4 and spike_over.state.last_tick is not None
+    assert spike_over.state.last_tick.capacity_ask is None  # asked for no more than 4: nothing to confirm
+    assert tick(spike_over.state, 30.0, 40.0).replicas == 4
+    assert tick(ScalerState(), 10.0, 40.0).replicas == 5  # a new service has no reading to wait for

@@ -352,7 +352,8 @@ def test_a_surge_on_an_idle_fleet_is_sized_by_arrivals_not_completions() -> None
     # without the previous tick only what is waiting adds to the completions
     fresh = decide(obs, pol, ScalerState(), 10.0)
     assert next(r for r in fresh.recommendations if r.signal is Reason.CAPACITY).replicas < cap.replicas
-    assert d.state.last_tick == LastTick(10.0, 1, -600.0, 20_000.0, 10.0)
+    # behind the backlog the ask stands at once, and is remembered for the next tick
+    assert d.state.last_tick == LastTick(10.0, 1, -600.0, 20_000.0, 10.0, capacity_ask=cap.replicas)
 
 
 def test_a_ratio_over_a_vanishing_target_asks_for_the_most_replicas_not_an_overflow() -> None:

@@ -292,11 +292,12 @@ def test_capacity_is_not_learned_from_a_rate_that_spans_another_fleet_size_or_an
 
 
 def test_a_scale_down_is_sized_with_the_lowest_capacity_of_its_window() -> None:
-    # The perf prior follows the request lengths tick by tick: 20 req/s per replica, but 10 once at
-    # t=200 (long requests). Demand 60 req/s, then 80 from t=300: every recommendation of the window
-    # is below the 10 replicas (4, 8 at t=200, then 5), so stabilization alone scales down to 8 at
-    # t=300; at the window's lowest capacity 80 req/s needs 9.4 replicas, within the dead-band of 10,
-    # until that low has aged out of the window (the capacity low keeps half-window buckets: t=450).
+    # The perf prior follows the request lengths tick by tick: 20 req/s per replica, but 10 for two
+    # ticks at t=200-210 (long requests). Demand 60 req/s, then 80 from t=300: every recommendation of
+    # the window is below the 10 replicas (4, 8 at t=200-210, then 5), so stabilization alone scales
+    # down to 8 at t=300; at the window's lowest capacity 80 req/s needs 9.4 replicas, within the
+    # dead-band of 10, until that low has aged out of the window (the capacity low keeps half-window
+    # buckets: t=450).
     def run(prior_at: Callable[[float], float], down: ScaleRule) -> list[tuple[float, int]]:
         st, current, out = ScalerState(), 10, []
         for i in range(61):
@@ -316,13 +317,13 @@ def test_a_scale_down_is_sized_with_the_lowest_capacity_of_its_window() -> None:
             out.append((t, d.replicas))
         return out
 
-    dip = run(lambda t: 10.0 if t == 200 else 20.0, HOLD_DOWN)
+    dip = run(lambda t: 10.0 if t in (200, 210) else 20.0, HOLD_DOWN)
     assert all(n == 10 for t, n in dip if t < 450)
     steady = run(lambda t: 20.0, HOLD_DOWN)
     assert min(n for t, n in steady if t <= 310) < 10  # without the dip the same load does scale down
     # Released linearly, the window's recommendations no longer hold the fleet by t=290: the capacity
     # low is what keeps the 8 that 80 req/s need at 10 req/s per replica, until it ages out.
     linear = ScaleRule(300.0, 50.0, None, 60.0, Release.LINEAR)
-    dip, steady = run(lambda t: 10.0 if t == 200 else 20.0, linear), run(lambda t: 20.0, linear)
+    dip, steady = run(lambda t: 10.0 if t in (200, 210) else 20.0, linear), run(lambda t: 20.0, linear)
     assert all(n >= 8 for t, n in dip if 290 <= t < 450)
     assert min(n for t, n in steady if 290 <= t < 450) < 8
