@@ -42,8 +42,10 @@ the prior follows the request lengths of each tick's one-minute rates, which swi
 capacity, so on a rising demand a dip in capacity a few minutes ago no longer shows; a scale-down
 acted on an optimistic capacity costs a cold start to undo (on the Azure replay, 24 -> 22 replicas
 at the start of a ramp left the fleet 4 short of the oracle for the next time-to-ready), a replica
-kept on a pessimistic one only GPU-minutes. Scale-ups keep today's capacity. Smoothing the prior
-instead (an EMA) also raises the capacity used on the way up, and cost attainment (97.5-97.8%).
+kept on a pessimistic one only GPU-minutes. Scale-ups keep today's capacity, but wait for a second
+tick that asks for them (`confirm`): a 10-s delay, where one tick's low reading held replicas for the
+scale-down window. Smoothing the prior instead (an EMA) also raises the capacity used on the way up, and
+cost attainment (97.5-97.8%).
 """
 
 from __future__ import annotations
