@@ -70,9 +70,9 @@ def decide(
     floor_rec = Recommendation(Reason.SCHEDULE, floor[0], None, None, _floor_message(*floor)) if floor else None
     gate = _gate(obs, policy, now)
     if gate is None:
-        recs, remarks = _signals(obs, policy, state, fc, now)
+        recs, remarks, capacity_ask = _signals(obs, policy, state, fc, now)
         if recs:
-            return _decide(obs, policy, state, now, fc, low, floor_rec, recs, remarks)
+            return _decide(obs, policy, state, now, fc, low, floor_rec, recs, remarks, capacity_ask)
         gate = (Reason.METRICS_MISSING, "no usable metric")
     return _hold(obs, policy, state, now, fc, low, floor_rec, gate)
 
@@ -116,11 +116,13 @@ def _reporting(obs: Observation) -> int:
 
 def _signals(
     obs: Observation, policy: Policy, state: ScalerState, fc: Forecast, now: float
-) -> tuple[list[tuple[Recommendation, int]], list[str]]:
-    """Each signal's recommendation with the count it would ask for without the dead-band, and
-    remarks on signals that chose not to recommend."""
+) -> tuple[list[tuple[Recommendation, int]], list[str], int | None]:
+    """Each signal's recommendation with the count it would ask for without the dead-band, remarks on
+    signals that chose not to recommend, and the capacity signal's ask above the current count (for the
+    next tick to confirm; None without one)."""
     recs: list[tuple[Recommendation, int]] = []
     remarks: list[str] = []
+    capacity_ask: int | None = None
     k, ready, current, tol = _reporting(obs), obs.ready_replicas, obs.current_replicas, policy.tolerance
     backlog = signals.delaying(
         obs.waiting, obs.request_rate, policy.slo_ttft_p95, policy.target_waiting_per_replica, ready
@@ -167,13 +169,16 @@ def _signals(
             forecast_rps=fc.rps,
             utilization=policy.target_capacity_utilization,
         )
+        capacity_ask = raw if raw > current else None
         last = state.last_tick
         if last is not None and not backlog:  # a new service has no reading to confirm against
-            rec = capacity.confirm(rec, raw, current, last.capacity_ask)
+            held = capacity.confirm(rec, raw, current, last.capacity_ask)
+            # held for confirmation, the ask is not one a dead-band held (WithinTolerance)
+            rec, raw = held, (raw if held is rec else held.replicas)
         recs.append((rec, raw))
     elif per_replica is None and policy.capacity_note:
         remarks.append(policy.capacity_note)
-    return recs, remarks
+    return recs, remarks, capacity_ask
 
 
 def _capacity_low(state: ScalerState, policy: Policy, now: float) -> CapacityLow | None:
@@ -292,6 +297,7 @@ def _decide(
     floor_rec: Recommendation | None,
     signal_recs: list[tuple[Recommendation, int]],
     remarks: list[str],
+    capacity_ask: int | None,
 ) -> Decision:
     current = obs.current_replicas
     recs = [rec for rec, _ in signal_recs]
@@ -384,8 +390,7 @@ def _decide(
 
     slo_met = _slo_met(obs, policy)
     learned_state = state
-    asked = next((raw for r, raw in signal_recs if r.signal is Reason.CAPACITY), 0)
-    tick = _remember(state, obs, policy, now, blind=unknown, capacity_ask=asked if asked > current else None)
+    tick = _remember(state, obs, policy, now, blind=unknown, capacity_ask=capacity_ask)
     # without a previous tick (a new service) nothing says the fleet changed: the rate is taken as is
     ready_for = now - tick.ready_since
     backlog_for = now - tick.backlog_since if tick.backlog_since is not None else 0.0

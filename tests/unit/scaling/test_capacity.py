@@ -7,7 +7,7 @@ from tests.unit.scaling.helpers import observe, policy
 
 from inferscale.scaling import Decision, capacity, decide
 from inferscale.scaling.capacity import ALPHA, MAX_CHANGE, PRIOR_SPAN, Evidence, learn
-from inferscale.scaling.types import CapacityLow, LastTick, ScalerState
+from inferscale.scaling.types import CapacityLow, LastTick, Reason, ScalerState
 
 AT, LOWER, UPPER = Evidence.AT_CAPACITY, Evidence.LOWER_BOUND, Evidence.UPPER_BOUND
 
@@ -147,6 +147,7 @@ def test_a_capacity_scale_up_waits_until_two_ticks_in_a_row_ask_for_it() -> None
     start = ScalerState(last_tick=LastTick(0.0, 4, -600.0, 0.0))
     first = tick(start, 10.0, 40.0)
     assert first.replicas == 4 and "waits for a second reading → hold 4" in first.message
+    assert first.reason is Reason.CAPACITY and not first.limits  # no dead-band held it: not WithinTolerance
     assert first.state.last_tick is not None and first.state.last_tick.capacity_ask == 5
     assert tick(first.state, 20.0, 40.0).replicas == 5  # asked again: the scale-up goes ahead
     assert tick(first.state, 20.0, 48.0).replicas == 5  # the lower of the two asks
