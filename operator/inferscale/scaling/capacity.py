@@ -112,16 +112,14 @@ def recommend(
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
 
 
-def confirm(rec: Recommendation, raw: int, current: int, before: int | None) -> Recommendation:
-    """A capacity scale-up at the lower of this tick's count (`raw`) and the tick before's (`before`: None when
-    it asked for no more than its count). The capacity follows the request lengths of each tick's one-minute
+def confirm(rec: Recommendation, current: int, before: int | None) -> Recommendation:
+    """A capacity scale-up at the lower of this tick's count and the tick before's (`before`: None when it
+    asked for no more than its count). The capacity follows the request lengths of each tick's one-minute
     rates, and a single tick that reads long requests (Azure conv: 20.9 req/s per replica between readings of
     24.4 and 22.1 ten seconds apart) ordered replicas that the scale-down window then kept for minutes: two
     ticks in a row must ask for them. Not behind a backlog (the caller's), where the load is real."""
-    if raw <= current or rec.replicas <= current:
-        return rec
-    n = max(current, min(raw, before if before is not None else current))
-    if n >= rec.replicas:
+    n = max(current, min(rec.replicas, before if before is not None else current))
+    if n >= rec.replicas:  # no scale-up, or the tick before asked for as many
         return rec
     asked = f"the tick before asked {before}" if before is not None else "the tick before asked for no more"
     outcome = f"hold {current}" if n == current else f"{n}"

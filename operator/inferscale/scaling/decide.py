@@ -172,9 +172,9 @@ def _signals(
         capacity_ask = raw if raw > current else None
         last = state.last_tick
         if last is not None and not backlog:  # a new service has no reading to confirm against
-            held = capacity.confirm(rec, raw, current, last.capacity_ask)
-            # held for confirmation, the ask is not one a dead-band held (WithinTolerance)
-            rec, raw = held, (raw if held is rec else held.replicas)
+            held = capacity.confirm(rec, current, last.capacity_ask)
+            if held is not rec:  # held for its second tick, not by a dead-band: no WithinTolerance
+                rec, raw = held, held.replicas
         recs.append((rec, raw))
     elif per_replica is None and policy.capacity_note:
         remarks.append(policy.capacity_note)

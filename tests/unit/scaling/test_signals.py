@@ -324,9 +324,6 @@ def test_pending_replicas_absorb_an_overload_ask_up_to_what_drains_the_backlog()
     held = signals.behind_pending(ask, 36, 15, 24)
     assert held.replicas == 36 and held.signal is Reason.QUEUE and "hold 36" in held.message
     assert signals.behind_pending(ask, 36, 15, 40).replicas == 40  # the backlog needs more
-    # the m-mid slice at 14:00: 28 ready and 13 pending, 30 drain the backlog; doubling the ready less
-    # the pending (43) would order replicas that arrive after the backlog has drained
-    assert signals.behind_pending(ask, 41, 13, 30).replicas == 41
     assert signals.behind_pending(ask, 23, 5, 20).replicas == 23  # a first ask the pending already cover
     assert signals.behind_pending(ask, 36, 0, 24) is ask  # nothing pending: the ask stands
     assert signals.behind_pending(ask, 36, 15, None) is ask  # unknown need: the ask stands
