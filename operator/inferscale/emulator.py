@@ -227,26 +227,17 @@ class Emulator:
 
     def static_peak_replicas(self) -> int | None:
         """Replicas that serve the replay's busiest minute at the SLO, all the time."""
-        arr = self.cfg.requests.arrival
-        if arr.size == 0:
-            return None
-        counts = np.histogram(arr, bins=max(1, math.ceil(self.cfg.duration / 60.0)), range=(0, self.cfg.duration))[0]
-        peak_rps = float(counts.max()) / 60.0
-        cap = replica_capacity_rps(
-            self.cfg.profile,
-            float(self.cfg.requests.input_tokens.mean()),
-            float(self.cfg.requests.output_tokens.mean()),
-            self.cfg.slo_ttft,
-            self.cfg.slo_itl,
+        return busiest_minute_replicas(
+            self.cfg.requests, self.cfg.profile, self.cfg.slo_ttft, self.cfg.slo_itl, self.cfg.duration
         )
-        return math.ceil(peak_rps / cap) if cap > 0 else None
 
     def summary(self) -> dict[str, Any]:
         ttft = np.array(self.outcomes.ttft)
         itl = np.array(self.outcomes.itl)
         finished = ~np.isnan(ttft)
         itl_ok = np.where(np.isnan(itl), True, itl <= self.cfg.slo_itl)  # one-token outputs have no ITL
-        met = finished & (np.nan_to_num(ttft, nan=math.inf) <= self.cfg.slo_ttft) & itl_ok
+        ttft_ok = np.nan_to_num(ttft, nan=math.inf) <= self.cfg.slo_ttft
+        met = finished & ttft_ok & itl_ok
         n = len(ttft)
         duration = self.timeline[-1].t if self.timeline else 0.0
         peak = self.static_peak_replicas()
@@ -256,6 +247,10 @@ class Emulator:
             "requests": n,
             "finished": int(finished.sum()),
             "slo_attainment": float(met.sum() / n) if n else None,
+            # which target the misses broke: a slow first token (or none) is the fleet's size or a queue; a slow
+            # stream with a fast first token is the batch the request shared (long prefill chunks, big decode batches)
+            "missed_ttft": int((~ttft_ok).sum()),
+            "missed_itl_only": int((ttft_ok & ~itl_ok).sum()),
             "ttft_p95_s": float(np.percentile(ttft[finished], 95)) if finished.any() else None,
             "ttft_p99_s": float(np.percentile(ttft[finished], 99)) if finished.any() else None,
             "itl_mean_s": float(np.nanmean(itl)) if np.isfinite(itl).any() else None,
@@ -267,3 +262,30 @@ class Emulator:
             "slo": {"ttft_p95_s": self.cfg.slo_ttft, "itl_mean_s": self.cfg.slo_itl},
             "timeline": [s.__dict__ for s in self.timeline],
         }
+
+
+def busiest_minute_replicas(
+    requests: RequestArrays,
+    profile: ReplicaProfile,
+    slo_ttft: float,
+    slo_itl: float,
+    span: float,
+    utilization: float = 1.0,
+) -> int | None:
+    """Replicas that serve the busiest whole minute of the replay's first `span` seconds at the SLO, at the
+    mean lengths of the requests in that span, each loaded to `utilization` of the perf model's capacity
+    at the SLO (1.0: right at the edge)."""
+    arr = requests.arrival
+    inside = arr < span
+    if not inside.any():
+        return None
+    counts = np.histogram(arr[inside], bins=max(1, math.ceil(span / 60.0)), range=(0, span))[0]
+    peak_rps = float(counts.max()) / 60.0
+    cap = replica_capacity_rps(
+        profile,
+        float(requests.input_tokens[inside].mean()),
+        float(requests.output_tokens[inside].mean()),
+        slo_ttft,
+        slo_itl,
+    )
+    return math.ceil(peak_rps / (cap * utilization) - 1e-9) if cap > 0 else None
