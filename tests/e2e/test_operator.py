@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from inferscale.perf import prefill_step, replica_profile
+from inferscale.scaling.capacity import RATE_WINDOW
 from tests.e2e.cluster import Cluster, eventually
 from tests.e2e.exporter import Exporter
 from tests.e2e.infsvc import (
@@ -99,7 +100,8 @@ def four_at_low_load(
 def test_b_scale_down_waits_for_the_window_and_respects_the_rate_limit(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:
-    window, period = 30.0, 20.0
+    # past the first minute of the watch, in which a new service never scales down (its rates are filling)
+    window, period = RATE_WINDOW + 30.0, 20.0
     # Hold: HPA's window, whole until it ends (the default, Linear, is the next test's)
     four_at_low_load(cluster, namespace, target, window, period, "Hold")
     started = time.monotonic()
@@ -131,7 +133,9 @@ def test_b_scale_down_waits_for_the_window_and_respects_the_rate_limit(
 def test_b_linear_release_steps_down_through_the_window(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:
-    window = 40.0
+    # the first minute of the watch holds any scale-down (its rates are filling); a window of twice that leaves
+    # the release's steps after it: 3 from 40 s, 2 from 80 s, 1 when the window ends
+    window = 2 * RATE_WINDOW
     four_at_low_load(cluster, namespace, target, window, 5.0, None)  # the default release, Linear
     operator.start()
 
@@ -148,13 +152,13 @@ def test_b_linear_release_steps_down_through_the_window(
     assert fours_ended is not None, f"no scale-down: {timeline}"
     steps = [(round(t - fours_ended, 1), n) for t, n in timeline[1:]]
     print("replica timeline (s after the last recommendation of 4):", steps)
-    # the 4s hold ceil(1 + 3 x (1 - age / 40)): 3 from 13.3 s, 2 from 26.7 s, 1 when the window ends
+    # the 4s hold ceil(1 + 3 x (1 - age / 120)): 3 from 40 s (so at the minute's end), 2 from 80 s, 1 at 120 s
     assert [n for _, n in timeline] == [4, 3, 2, 1], f"expected one step at a time, got {steps}"
     assert steps[0][0] < window - TICK, f"the first step came at {steps[0][0]}s, as late as a whole hold"
     for age, n in steps:
         assert n >= math.ceil(1 + 3 * max(0.0, 1 - age / window) - 1e-9), f"below the linear release: {steps}"
     # the steps inside the window say what held them (the last one, at the window's end, has nothing left to say)
-    released = "released linearly over 40s, still holds"
+    released = "released linearly over 2m, still holds"
     eventually(
         lambda: [e for e in events(cluster, namespace, "ScaledDown") if released in e["message"]],
         15,
@@ -254,7 +258,7 @@ def test_f_invalid_specs_are_rejected_by_the_api_server(
 def test_g_restart_inside_the_scale_down_window_does_not_shorten_it(
     cluster: Cluster, namespace: str, target: Exporter, operator: OperatorProcess
 ) -> None:
-    window = 40.0
+    window = RATE_WINDOW + 40.0  # longer than the first minute of the watch, which holds scale-downs on its own
     four_at_low_load(cluster, namespace, target, window, 10.0, "Hold")
     operator.start()
     recs = eventually(lambda: (status(cluster, namespace).get("scaler") or {}).get("recommendations"), 30, "state")
@@ -553,8 +557,10 @@ def test_o_a_deployment_recreated_under_its_name_starts_afresh_instead_of_on_the
     window = 30.0
     four_at_low_load(cluster, namespace, target, window, 10.0, "Hold")
     operator.start()
-    # a scale-down after the window: the state now holds a whole window of recommendations for fewer
-    eventually(lambda: replicas(cluster, namespace) < 4, window + 4 * TICK, "the old Deployment's scale-down")
+    # a scale-down after the window (and the first minute of the watch): the state now holds a whole window of
+    # recommendations for fewer
+    bound = max(window, RATE_WINDOW) + 4 * TICK
+    eventually(lambda: replicas(cluster, namespace) < 4, bound, "the old Deployment's scale-down")
     old = status(cluster, namespace)["targetUID"]
     # a Helm reinstall: the same name, a new object, at the count its chart gives
     cluster.kubectl("delete", "deployment", "llm", "-n", namespace)

@@ -11,7 +11,9 @@ Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes
    loaded replicas (a TPOT breach also on batching ones);
    replicas still starting are supply (`ScaleUpInProgress` when they already cover the need);
 3. if the KV or queue metric is missing, no scale-down (HPA: a missing metric never lets the
-   others scale down);
+   others scale down); nor in the first minute the service is watched (`capacity.RATE_WINDOW`: traffic
+   that began with the watch is still filling the one-minute rates and the KV cache; those ticks record
+   what the signals asked, so the scale-down window runs from the first tick);
 4. the desired count is recorded, then stabilized: the most the scale-down window's recommendations
    still hold (whole, or released linearly: `stabilization`), the lowest in the
    scale-up window; a fresh state records the current count first, so a new operator does not
@@ -314,6 +316,7 @@ def _decide(
         limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
     saturation = [r for r in recs if r.signal in (Reason.KV_CACHE, Reason.QUEUE)]
     unknown = desired < current  # a scale-down held for want of data, below; recorded only if not
+    recorded = desired
     if desired < current and len(saturation) < 2:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while the KV cache or queue metric is missing", desired)
@@ -338,6 +341,20 @@ def _decide(
         note(
             Reason.METRICS_MISSING,
             f"no scale-down on the request rate of {k} of {obs.ready_replicas} Ready pods",
+            desired,
+        )
+    elif desired < current and (watched := _watched_for(state, now)) < capacity.RATE_WINDOW:
+        # traffic that began with the watch (a new service, a cut-over) fills the one-minute rates and the KV cache
+        # over that minute: read early, they size the fleet for part of its load (a demo run shrank its warm 5
+        # replicas to 4 twenty seconds in, on a KV cache at 24% and filling, and paid a cold start to come back)
+        unknown = False
+        recorded = desired  # what the signals asked, as any tick records it: a run of the count held would
+        # carry the count found on the first tick through the minute and a whole window after it
+        desired = current
+        note(
+            Reason.STABILIZING,
+            f"no scale-down in the first {format_duration(capacity.RATE_WINDOW)} of watching this service "
+            f"({format_duration(watched)} so far): its one-minute rates may not cover its traffic yet",
             desired,
         )
     else:
@@ -422,13 +439,23 @@ def _decide(
             replace(learned_state, last_tick=tick, capacity_low=_capacity_low(state, policy, now)),
             policy,
             now,
-            _blind_record(history, policy, tick, now, desired) if unknown else (*history, TimedReplicas(now, desired)),
+            _blind_record(history, policy, tick, now, desired) if unknown else (*history, TimedReplicas(now, recorded)),
             n,
             current,
             reason,
         ),
         forecast_method=fc.method if fc.rps is not None else None,
     )
+
+
+def _watched_for(state: ScalerState, now: float) -> float:
+    """Seconds since the scaler first decided for this service; unbounded on that first tick (the scale-down
+    window's seed, the count it found, holds that tick), when the state predates the record, or when a clock
+    stepped back past it."""
+    last = state.last_tick
+    if last is None or last.watched_since is None or last.watched_since > now:
+        return math.inf
+    return now - last.watched_since
 
 
 def _holder(desired: int, n: int, points: Sequence[TimedReplicas], now: float, down: ScaleRule) -> str:
@@ -553,4 +580,7 @@ def _remember(
         if last is not None and last.backlog_since is not None and last.backlog_since <= now:
             backlog_since = last.backlog_since
     blind_since = (last.blind_since if last is not None and last.blind_since is not None else now) if blind else None
-    return LastTick(now, obs.ready_replicas, ready_since, obs.waiting, backlog_since, blind_since, capacity_ask)
+    watched_since = last.watched_since if last is not None else now
+    return LastTick(
+        now, obs.ready_replicas, ready_since, obs.waiting, backlog_since, blind_since, capacity_ask, watched_since
+    )

@@ -99,6 +99,7 @@ def _last_tick_to_status(last: LastTick) -> dict[str, Any]:
         "backlogSince": last.backlog_since if _time(last.backlog_since) else None,
         "blindSince": last.blind_since if _time(last.blind_since) else None,
         "capacityAsk": last.capacity_ask if _count(last.capacity_ask) else None,
+        "watchedSince": last.watched_since if _time(last.watched_since) else None,
     }
 
 
@@ -117,6 +118,7 @@ def _last_tick_from_status(value: object) -> LastTick | None:
         float(backlog) if backlog is not None else None,
         float(blind) if blind is not None else None,
         value["capacityAsk"] if _count(value.get("capacityAsk")) else None,
+        float(value["watchedSince"]) if _time(value.get("watchedSince")) else None,
     )
 
 

@@ -173,6 +173,9 @@ class LastTick:
     # the count the capacity signal asked for when it was above the current count (None when it asked for no more,
     # or had nothing to go on): a capacity scale-up waits until two ticks in a row ask for it (`capacity.confirm`)
     capacity_ask: int | None = None
+    # when the scaler first decided for this service (None: it did before this was kept, long ago): a scale-down
+    # waits until its one-minute rates can cover the traffic it sees (`decide`, traffic that began with the watch)
+    watched_since: float | None = None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ guard that set the count, with the numbers that set it."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -18,9 +19,10 @@ from inferscale.scaling import (
     TimedReplicas,
     decide,
     state_from_status,
+    state_to_status,
 )
 from inferscale.scaling.capacity import remember_low, window_low
-from inferscale.scaling.types import CapacityLow
+from inferscale.scaling.types import CapacityLow, LastTick
 
 NOW = 1000.0
 NO_SLO = {"slo_ttft_p95": None, "slo_itl_mean": None}
@@ -184,3 +186,51 @@ def test_a_scale_down_held_by_the_dead_band_says_what_the_demand_needs() -> None
     d = decide(observe(10, kv=0.3, at=NOW, newest_sample_at=NOW, request_rate=36.0), pol, st, NOW)
     assert d.replicas == 10 and d.reason is Reason.CONSOLIDATION_REFUSED
     assert "needs 9, within 10% of 10 → 10" in d.message  # it said "needs 10"
+
+
+def _warming_fleet(restart_at: float | None = None, state: ScalerState | None = None) -> list[tuple[float, int, str]]:
+    """A `make demo` run's start: 5 warm replicas, traffic that began with the watch. For half a minute the KV
+    cache reads 24% (its requests are still arriving) and asks for 2; from then on 74%, what the load needs: 5."""
+    pol = policy(scale_down=ScaleRule(60.0, None, None, 30.0, Release.LINEAR), predictive=False)
+    st, current, out = state or ScalerState(), 5, []
+    for i in range(19):
+        t = 5.0 * i
+        if restart_at is not None and t == restart_at:
+            st = state_from_status(json.loads(json.dumps(state_to_status(st))))  # an operator restart
+        kv = 0.24 if t < 30 else 0.74
+        d = decide(observe(current, kv=kv, at=t, newest_sample_at=t), pol, st, t)
+        st, current = d.state, d.replicas
+        out.append((t, d.replicas, d.message))
+    return out
+
+
+def test_a_new_service_does_not_scale_down_while_its_first_minute_of_traffic_fills_the_gauges() -> None:
+    ticks = _warming_fleet()
+    assert [n for _, n, _ in ticks] == [5] * len(ticks)
+    held = [m for t, _, m in ticks if 0 < t < 30]
+    assert all("→ 2; no scale-down in the first 1m of watching this service" in m for m in held), held
+    assert "(20s so far)" in dict((t, m) for t, _, m in ticks)[20.0]
+    # the same first minute through an operator restart at t=30: the watch began at t=0, not at the restart
+    assert [n for _, n, _ in _warming_fleet(restart_at=30.0)] == [5] * len(ticks)
+
+
+def test_a_service_watched_before_the_record_was_kept_scales_down_as_it_did() -> None:
+    # a status written before lastTick.watchedSince existed: the watch began long ago, the gauges are full
+    old = ScalerState(last_tick=LastTick(-5.0, 5, -600.0, 0.0))
+    ticks = _warming_fleet(state=old)
+    assert dict((t, n) for t, n, _ in ticks)[20.0] == 4  # what the run did: 5 - (5 - 2) x 20s / 1m
+    assert not any("first 1m of watching" in m for _, _, m in ticks)
+
+
+def test_the_first_minute_of_the_watch_records_what_the_signals_asked_so_the_window_runs_from_its_start() -> None:
+    # the first tick finds 4 replicas whose KV cache asks for 4; from t=5 it asks for 1. Held ticks that recorded
+    # nothing would let the run of 4 last through the minute: a Hold window of 100 s then ended at 160 s, not 105
+    pol = policy(scale_down=ScaleRule(100.0, None, None, 10.0, Release.HOLD), predictive=False)
+    st, current, first_down = ScalerState(), 4, None
+    for i in range(50):
+        t = 5.0 * i
+        d = decide(observe(current, kv=0.75 if t == 0 else 0.05, at=t, newest_sample_at=t), pol, st, t)
+        st, current = d.state, d.replicas
+        if current < 4 and first_down is None:
+            first_down = t
+    assert first_down == 105.0

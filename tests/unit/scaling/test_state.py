@@ -119,7 +119,7 @@ def test_bad_entries_are_dropped_and_good_ones_kept() -> None:
 
 
 def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
-    state = ScalerState(last_tick=LastTick(30.0, 4, 10.0, 12.5, 20.0, 25.0, 6))
+    state = ScalerState(last_tick=LastTick(30.0, 4, 10.0, 12.5, 20.0, 25.0, 6, 5.0))
     status = state_to_status(state)
     assert status["lastTick"] == {
         "at": 30.0,
@@ -129,6 +129,7 @@ def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
         "backlogSince": 20.0,
         "blindSince": 25.0,
         "capacityAsk": 6,
+        "watchedSince": 5.0,
     }
     assert state_from_status(json.loads(json.dumps(status))) == state
     unknown_queue = ScalerState(last_tick=LastTick(30.0, 4, 10.0, None))
@@ -138,6 +139,9 @@ def test_last_tick_round_trips_and_a_bad_one_is_dropped() -> None:
         assert state_from_status({"lastTick": bad}).last_tick is None
     for ask in ("6", -1, True, 6.5):  # a hand-edited ask is no reading: the next capacity scale-up waits a tick
         tick = {"at": 30.0, "ready": 4, "readySince": 10.0, "capacityAsk": ask}
+        assert state_from_status({"lastTick": tick}).last_tick == LastTick(30.0, 4, 10.0, None)
+    for since in ("5", True, float("nan"), None):  # unreadable: read as a watch begun long ago, not a new one
+        tick = {"at": 30.0, "ready": 4, "readySince": 10.0, "watchedSince": since}
         assert state_from_status({"lastTick": tick}).last_tick == LastTick(30.0, 4, 10.0, None)
 
 
