@@ -316,7 +316,7 @@ def _decide(
         limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
     saturation = [r for r in recs if r.signal in (Reason.KV_CACHE, Reason.QUEUE)]
     unknown = desired < current  # a scale-down held for want of data, below; recorded only if not
-    recorded = desired
+    recorded = desired  # what the signals asked: the scale-down window's record unless the tick is blind
     if desired < current and len(saturation) < 2:
         desired = current
         note(Reason.METRICS_MISSING, "no scale-down while the KV cache or queue metric is missing", desired)
@@ -347,9 +347,9 @@ def _decide(
         # traffic that began with the watch (a new service, a cut-over) fills the one-minute rates and the KV cache
         # over that minute: read early, they size the fleet for part of its load (a demo run shrank its warm 5
         # replicas to 4 twenty seconds in, on a KV cache at 24% and filling, and paid a cold start to come back)
+        # not blind: it records what the signals asked, as any tick does (a run of the count held would carry
+        # the count found on the first tick through the minute and a whole window after it)
         unknown = False
-        recorded = desired  # what the signals asked, as any tick records it: a run of the count held would
-        # carry the count found on the first tick through the minute and a whole window after it
         desired = current
         note(
             Reason.STABILIZING,
