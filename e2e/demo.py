@@ -164,6 +164,7 @@ def live(env: dict[str, str], emulator: subprocess.Popen[bytes], seconds: float)
                     "desired": st.get("desiredReplicas"),
                     "ready": st.get("readyReplicas"),
                     "ttft_p95": obs.get("ttftP95"),
+                    "reason": dec.get("reason"),
                 }
             )
             table = Table(title=f"inferscale demo  t={t:5.0f}s / ~{seconds:.0f}s   (kubectl get infsvc -n {NS})")
@@ -353,6 +354,10 @@ def main() -> int:
     scalings = [f"{e['reason']}: {e['message']}" for e in events if e.get("reason") in ("ScaledUp", "ScaledDown")]
     summary = {k: v for k, v in result.items() if k != "timeline"}
     summary["scale_actions"] = scalings
+    # the operator logs each scale and each change of decision; this run's lines, without the log prefix
+    mark = f" {NS}/llama-8b: "
+    decisions = [ln.split(mark, 1)[1] for ln in (OUT / "operator.log").read_text().splitlines() if mark in ln]
+    summary["decisions"] = decisions
     summary["operator_history"] = history
     (OUT / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(result, history, OUT / "timeline.png")
@@ -376,6 +381,9 @@ def main() -> int:
     print(f"{len(scalings)} scale actions, e.g.:")
     for line in scalings[:4]:
         print("  " + line)
+    print(f"{len(decisions)} changes of decision (each scale, each new reason to hold), from {OUT / 'operator.log'}:")
+    for line in decisions[:12]:
+        print("  " + (line if len(line) <= 160 else line[:157] + "..."))
     print(
         f"wrote {OUT / 'summary.json'} and {OUT / 'timeline.png'}; the cluster is still up "
         f"(source .e2e/env; kubectl get infsvc -n {NS}); stop it with: make cluster-down"

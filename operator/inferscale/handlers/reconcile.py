@@ -553,6 +553,19 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     return decision
 
 
+def _log_decision(rt: Runtime, who: str, last: Any, decision: Decision, acted: bool) -> None:
+    """One log line per scale and per change of what the operator decides, not one per tick: `kubectl logs`
+    then reads as the service's decision history, and a steady service stays quiet."""
+    before = (last.get("reason"), last.get("replicas")) if isinstance(last, Mapping) else None
+    if not acted and before == (decision.reason.value, decision.replicas):
+        return
+    if decision.replicas == decision.current:
+        what = f"holds {decision.current}"
+    else:
+        what = f"{'scaled' if acted else 'would scale'} {decision.current} → {decision.replicas}"
+    rt.logger.info("%s: %s (%s): %s", who, what, decision.reason.value, decision.message)
+
+
 async def _write(
     rt: Runtime,
     body: Mapping[str, Any],
@@ -664,6 +677,7 @@ async def _write(
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
     made = ("scaler", "lastScaleTime", "history") if acted else ("scaler",) if retract else ()
     await _patch_status(rt, body, new_status, now, force=retract, keep=made)
+    _log_decision(rt, f"{ns}/{name}", status.get("decision"), decision, acted)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

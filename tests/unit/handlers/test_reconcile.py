@@ -4,6 +4,7 @@ bad object or a failing API never raises out of it (a crash loop would stop ever
 from __future__ import annotations
 
 import copy
+import logging
 from typing import Any
 
 import pytest
@@ -382,6 +383,26 @@ async def test_an_operator_killed_between_the_scale_and_its_status_keeps_the_rat
     again = FakeKube()
     await reconcile(runtime(again), saturated_tick(3, NOW + 61), svc(spec, left))
     assert again.scales() == [4]
+
+
+async def test_the_log_has_a_line_per_scale_and_per_change_of_decision_not_per_tick(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
+    kube, status = FakeKube(), {}
+    rt = runtime(kube)
+    with caplog.at_level(logging.INFO, logger="inferscale"):
+        ups = (saturated_tick(2, NOW), saturated_tick(3, NOW + 10), saturated_tick(3, NOW + 61))
+        for t in (*ups, idle_tick(4, NOW + 70), idle_tick(4, NOW + 80)):
+            await reconcile(rt, t, svc(spec, status))
+            status = merged(status, kube.statuses()[-1])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ns/llm: ")]
+    assert kube.scales() == [3, 4]
+    # silent: the tick at +10 s (held at 3 by the rate limit, as decided at +0) and the one at +80 (as at +70)
+    assert len(lines) == 3, lines
+    assert lines[0].startswith("ns/llm: scaled 2 → 3 (RateLimited): ")
+    assert lines[1].startswith("ns/llm: scaled 3 → 4 (")
+    assert lines[2].startswith("ns/llm: holds 4 (ScaleDownStabilizing): ")
 
 
 @pytest.mark.parametrize("refusal", [403, 422, 429])
