@@ -21,6 +21,7 @@ from inferscale.perf import (
 )
 from inferscale.perf.chunking import UNCHUNKED
 from inferscale.perf.memory import valid_tp
+from inferscale.scaling.capacity import RATE_WINDOW
 from inferscale.scaling.durations import format_duration, parse_duration
 from inferscale.scaling.types import Observation, Policy, Release, ScaleRule, Schedule
 
@@ -38,9 +39,9 @@ def _limit(value: int | str | None) -> tuple[float | None, int | None]:
     return None, value
 
 
-def _rule(window: str, limit: int | str | None, period: str, release: Release = Release.HOLD) -> ScaleRule:
+def _rule(window: float, limit: int | str | None, period: str, release: Release = Release.HOLD) -> ScaleRule:
     percent, pods = _limit(limit)
-    return ScaleRule(parse_duration(window), percent, pods, parse_duration(period), release)
+    return ScaleRule(window, percent, pods, parse_duration(period), release)
 
 
 def capacity_prior(
@@ -131,6 +132,12 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
     slo_ttft, slo_itl = parse_duration(spec.slo.ttft_p95), parse_duration(spec.slo.itl_mean)
     up, down = behavior.scale_up, behavior.scale_down
     prior, note = _spec_prior(spec.model, slo_ttft, slo_itl)
+    ttr_prior = parse_duration(spec.warmup.time_to_ready)
+    # unset: a time-to-ready and a rate window, resolved each tick by `decide` from the measured time-to-ready
+    follows = down.stabilization_window is None
+    down_window = (
+        ttr_prior + RATE_WINDOW if down.stabilization_window is None else parse_duration(down.stabilization_window)
+    )
     return Policy(
         min_replicas=spec.replicas.min,
         max_replicas=spec.replicas.max,
@@ -142,10 +149,11 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
         target_kv_cache=spec.targets.kv_cache_utilization,
         target_waiting_per_replica=spec.targets.waiting_per_replica,
         target_capacity_utilization=spec.targets.capacity_utilization,
-        scale_up=_rule(up.stabilization_window, up.max_increase, up.period),
-        scale_down=_rule(down.stabilization_window, down.max_decrease, down.period, Release(down.release)),
+        scale_up=_rule(parse_duration(up.stabilization_window), up.max_increase, up.period),
+        scale_down=_rule(down_window, down.max_decrease, down.period, Release(down.release)),
+        down_window_follows_ttr=follows,
         stale_after=parse_duration(spec.metrics.stale_after),
-        time_to_ready_prior=parse_duration(spec.warmup.time_to_ready),
+        time_to_ready_prior=ttr_prior,
         predictive=spec.warmup.predictive,
         schedules=tuple(
             Schedule(cron=s.cron, duration=parse_duration(s.duration), min_replicas=s.min_replicas)

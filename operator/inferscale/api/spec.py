@@ -258,9 +258,11 @@ class ScaleDown(BaseModel):
 
     model_config = SPEC_CONFIG
 
-    stabilization_window: Duration = Field(
-        default="300s",
-        description="Scale down only to what the recommendations within this window still hold (see release).",
+    stabilization_window: Duration | None = Field(
+        default=None,
+        description="Scale down only to what the recommendations within this window still hold (see release). "
+        "Unset: the time-to-ready (measured, else warmup.timeToReady) plus 1m, so that a scale-down is undone "
+        "no sooner than a new pod could be Ready and its load seen (5m with a 4m start-up).",
     )
     release: Release = Field(
         default="Linear",

@@ -49,7 +49,6 @@ from inferscale.scaling.types import (
     Release,
     ScaleEvent,
     ScalerState,
-    ScaleRule,
     Schedule,
     TimedReplicas,
 )
@@ -64,6 +63,7 @@ def decide(
     if not math.isfinite(now):
         raise ValueError(f"decide needs a finite time, got now={now!r}")
     validate_policy(policy)
+    policy = _down_window(policy, state)
     obs = clean_observation(obs)
     horizon = _horizon(policy, state)
     fc = forecast(rate_history, now, horizon) if rate_history else Forecast(None, "none", horizon, None)
@@ -77,6 +77,23 @@ def decide(
             return _decide(obs, policy, state, now, fc, low, floor_rec, recs, remarks, capacity_ask)
         gate = (Reason.METRICS_MISSING, "no usable metric")
     return _hold(obs, policy, state, now, fc, low, floor_rec, gate)
+
+
+def _down_window(policy: Policy, state: ScalerState) -> Policy:
+    """The policy with its scale-down window resolved: where the spec left it unset, a time-to-ready plus a
+    rate window. A scale-down the load turns out to need back is undone no sooner than a new pod is Ready,
+    and its load is seen in the rates a minute after it comes: a shorter window sheds replicas a fast start
+    could not return in time, a longer one keeps GPUs a faster start would make spare (measured in
+    `docs/where-inferscale-loses.md`)."""
+    if not policy.down_window_follows_ttr:
+        return policy
+    window = _time_to_ready(policy, state) + capacity.RATE_WINDOW
+    return replace(policy, scale_down=replace(policy.scale_down, stabilization_window=window))
+
+
+def _window_text(policy: Policy) -> str:
+    window = format_duration(policy.scale_down.stabilization_window)
+    return f"{window} (time-to-ready + 1m)" if policy.down_window_follows_ttr else window
 
 
 def _floor_message(replicas: int, schedule: Schedule, starts_in: float) -> str:
@@ -365,7 +382,7 @@ def _decide(
     points = as_points(history, now)
     n = stabilize(desired, current, points, now, up.stabilization_window, down.stabilization_window, down.release)
     if n > desired:
-        note(Reason.STABILIZING, f"scale-down stabilizing: {_holder(desired, n, points, now, down)}", n)
+        note(Reason.STABILIZING, f"scale-down stabilizing: {_holder(desired, n, points, now, policy)}", n)
     elif n < desired:
         window = up.stabilization_window
         lowest = min([desired, *(p.replicas for p in points if p.at > now - window)])
@@ -458,10 +475,10 @@ def _watched_for(state: ScalerState, now: float) -> float:
     return now - last.watched_since
 
 
-def _holder(desired: int, n: int, points: Sequence[TimedReplicas], now: float, down: ScaleRule) -> str:
+def _holder(desired: int, n: int, points: Sequence[TimedReplicas], now: float, policy: Policy) -> str:
     """Which recommendation holds the scale-down at `n`, and how many it holds (more than `n` where `n` is the
     current count: the window never scales up)."""
-    window = format_duration(down.stabilization_window)
+    down, window = policy.scale_down, _window_text(policy)
     found = holding(desired, points, now, down.stabilization_window, down.release)
     if found is None:
         return f"highest recommendation in the last {window} is {n}"

@@ -143,6 +143,9 @@ class Policy:
     capacity_prior_rps: float | None = None
     # Why a prior the spec asked for (a model profile) is absent, said in the decision while nothing is learned.
     capacity_note: str | None = None
+    # The spec left the scale-down window unset: it is the time-to-ready (measured, else the prior) plus
+    # `capacity.RATE_WINDOW`, resolved each tick by `decide`; `scale_down.stabilization_window` holds it at the prior.
+    down_window_follows_ttr: bool = False
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,16 @@ def test_the_capacity_utilization_target_reaches_the_policy(minimal_spec: dict[s
     assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).target_capacity_utilization == 0.7
 
 
+def test_an_unset_scale_down_window_follows_the_time_to_ready(minimal_spec: dict[str, Any]) -> None:
+    policy = policy_from_spec(parse_spec(minimal_spec), 10.0)
+    assert policy.down_window_follows_ttr and policy.scale_down.stabilization_window == 240.0  # 3m prior + 1m
+    minimal_spec["warmup"] = {"timeToReady": "10m"}
+    assert policy_from_spec(parse_spec(minimal_spec), 10.0).scale_down.stabilization_window == 660.0
+    minimal_spec["behavior"] = {"scaleDown": {"stabilizationWindow": "300s"}}
+    policy = policy_from_spec(parse_spec(minimal_spec), 10.0)
+    assert not policy.down_window_follows_ttr and policy.scale_down.stabilization_window == 300.0
+
+
 def test_unset_interval_takes_the_operator_default(minimal_spec: dict[str, Any]) -> None:
     assert policy_from_spec(parse_spec(minimal_spec), default_interval=30.0).interval == 30.0
 

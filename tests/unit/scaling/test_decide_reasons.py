@@ -234,3 +234,39 @@ def test_the_first_minute_of_the_watch_records_what_the_signals_asked_so_the_win
         if current < 4 and first_down is None:
             first_down = t
     assert first_down == 105.0
+
+
+@pytest.mark.parametrize(
+    ("measured", "held"),
+    [
+        (60.0, False),  # a 1-minute start-up: the window is 2m, and 8 was last asked 2m30s ago
+        (None, True),  # nothing measured yet: the prior's 3m and a minute
+        (240.0, True),  # a 4-minute start-up: 5m, HPA's default
+    ],
+)
+def test_an_unset_scale_down_window_is_the_time_to_ready_and_a_minute(measured: float | None, held: bool) -> None:
+    pol = policy(
+        scale_down=ScaleRule(240.0, 100.0, None, 60.0, Release.HOLD),
+        down_window_follows_ttr=True,
+        time_to_ready_prior=180.0,
+        **NO_SLO,
+    )
+    old = ScalerState(
+        recommendations=(TimedReplicas(NOW - 200.0, 8), TimedReplicas(NOW - 150.0, 1)), time_to_ready=measured
+    )
+    d = decide(observe(8, kv=0.0, waiting=0.0, at=NOW, newest_sample_at=NOW), pol, old, NOW)
+    if not held:
+        assert d.replicas < 8, d.message
+        return
+    window = "5m" if measured == 240.0 else "4m"
+    assert d.replicas == 8 and d.reason is Reason.STABILIZING, d.message
+    assert f"highest recommendation in the last {window} (time-to-ready + 1m) is 8" in d.message
+
+
+def test_a_scale_down_window_the_spec_sets_does_not_follow_the_time_to_ready() -> None:
+    pol = policy(scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.HOLD), **NO_SLO)
+    old = ScalerState(
+        recommendations=(TimedReplicas(NOW - 200.0, 8), TimedReplicas(NOW - 150.0, 1)), time_to_ready=60.0
+    )
+    d = decide(observe(8, kv=0.0, waiting=0.0, at=NOW, newest_sample_at=NOW), pol, old, NOW)
+    assert d.replicas == 8 and "highest recommendation in the last 5m is 8" in d.message, d.message

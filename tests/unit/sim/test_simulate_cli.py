@@ -412,9 +412,9 @@ def test_a_lower_capacity_utilization_buys_inferscale_standing_headroom(azure_tr
 
 
 def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp_path: Path) -> None:
-    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 10
+    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 6.5 (the window, 5m30s, and a minute)
     rows, t = [], 0.0
-    while t < 900:
+    while t < 690:
         rows.append(
             f"2023-11-16 18:{10 + int(t // 60):02d}:{t % 60:09.6f},{300 + 7 * (len(rows) % 50)},{20 + len(rows) % 40}\n"
         )
