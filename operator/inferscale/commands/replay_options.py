@@ -52,6 +52,14 @@ ReleaseOpt = Annotated[
         "scale-down window, Hold keeps the window's highest recommendation to its end (HPA).",
     ),
 ]
+WindowOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--scale-down-window",
+        help="Give inferscale spec.behavior.scaleDown.stabilizationWindow, e.g. 300s (HPA's); unset, the window "
+        "is the time-to-ready + 1m.",
+    ),
+]
 TimeToReadyOpt = Annotated[
     str, typer.Option("--time-to-ready", help="Pod creation to Ready: fixed '180s' or uniform '120s-240s'.")
 ]

@@ -44,6 +44,7 @@ from inferscale.commands.replay_options import (
     TimeToReadyOpt,
     TpOpt,
     TraceOpt,
+    WindowOpt,
     WorkersOpt,
     trace_window,
 )
@@ -211,6 +212,7 @@ def build_scenario(
     max_num_batched_tokens: int | None = None,
     capacity_utilization: float | None = None,
     scale_down_release: str | None = None,
+    scale_down_window: str | None = None,
     start: str | None = None,
     metrics_outage: str | None = None,
     outage_kind: str | None = None,
@@ -224,6 +226,10 @@ def build_scenario(
     if capacity_utilization is not None:
         checks.fraction("--capacity-utilization", capacity_utilization)
     release = _release(scale_down_release)
+    if scale_down_window is not None:
+        checks.within_spec(
+            "--scale-down-window", scale_down_window, checks.duration("--scale-down-window", scale_down_window)
+        )
     try:
         ttr = TimeToReady.parse(time_to_ready)
     except ValueError as e:
@@ -245,6 +251,7 @@ def build_scenario(
         max_num_batched_tokens=max_num_batched_tokens,
         capacity_utilization=capacity_utilization,
         scale_down_release=release,
+        scale_down_window=scale_down_window,
         outage=(
             checks.outage("--metrics-outage", metrics_outage, outage_kind or PROMETHEUS_DOWN)
             if metrics_outage is not None
@@ -459,6 +466,7 @@ def simulate(
         ),
     ] = None,
     scale_down_release: ReleaseOpt = None,
+    scale_down_window: WindowOpt = None,
     time_to_ready: TimeToReadyOpt = DEFAULT_TIME_TO_READY,
     interval: IntervalOpt = "10s",
     metrics_outage: OutageOpt = None,
@@ -494,6 +502,7 @@ def simulate(
         own = {
             "--capacity-utilization": capacity_utilization,
             "--scale-down-release": scale_down_release,
+            "--scale-down-window": scale_down_window,
             "--slo-tpot-p95": slo_tpot,
         }
         given = [flag for flag, value in own.items() if value is not None]

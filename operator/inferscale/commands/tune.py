@@ -33,6 +33,7 @@ from inferscale.commands.replay_options import (
     TimeToReadyOpt,
     TpOpt,
     TraceOpt,
+    WindowOpt,
     WorkersOpt,
 )
 from inferscale.commands.simulate import (
@@ -280,6 +281,7 @@ def tune(
         typer.Option("--target-attainment", help="Share of requests that must meet the SLO, e.g. 0.99."),
     ] = 0.99,
     scale_down_release: ReleaseOpt = None,
+    scale_down_window: WindowOpt = None,
     time_to_ready: TimeToReadyOpt = DEFAULT_TIME_TO_READY,
     interval: IntervalOpt = "10s",
     seeds: Annotated[

@@ -58,6 +58,9 @@ class Scenario:
     max_num_batched_tokens: int | None = None
     capacity_utilization: float | None = None  # inferscale's spec.targets.capacityUtilization; None: its default
     scale_down_release: str | None = None  # inferscale's spec.behavior.scaleDown.release; None: its default
+    # inferscale's spec.behavior.scaleDown.stabilizationWindow, as the spec spells it; None: unset (the time-to-ready
+    # + 1m)
+    scale_down_window: str | None = None
     outage: Outage | None = None  # a metrics outage on the replay's axis (`sim.outage`)
 
     def describe(self) -> dict[str, object]:
@@ -81,6 +84,7 @@ class Scenario:
             "max_num_batched_tokens": self.max_num_batched_tokens,
             "capacity_utilization": self.capacity_utilization,
             "scale_down_release": self.scale_down_release,
+            "scale_down_window": self.scale_down_window,
             "metrics_outage": self.outage.describe() if self.outage is not None else None,
         }
 
@@ -183,6 +187,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         slo_tpot=s.slo_tpot,
         capacity_utilization=s.capacity_utilization,
         scale_down_release=s.scale_down_release,
+        scale_down_window=s.scale_down_window,
         time_to_ready=s.time_to_ready.mean,
         time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,

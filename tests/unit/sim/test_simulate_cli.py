@@ -76,6 +76,7 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--capacity-utilization", "0"], "--capacity-utilization must be a fraction in (0, 1], got 0.0"),
         (["--capacity-utilization", "1.5"], "--capacity-utilization must be a fraction in (0, 1], got 1.5"),
         (["--scale-down-release", "gradual"], "--scale-down-release 'gradual' is not known; known: Linear, Hold"),
+        (["--scale-down-window", "5 minutes"], "--scale-down-window: invalid duration '5 minutes'"),
         (["--time-to-ready", "4m-2m"], "--time-to-ready"),
         (["--rate-scale", "0"], "--rate-scale"),
         (["--rate-scale", "1e15"], "--rate-scale 1e+15 takes the busiest minute to 2e+15 requests/s; at most 1e+07"),
@@ -100,8 +101,8 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--duration", "0.000001ms"], "--duration must be at least 1s (nothing is scraped or decided sooner)"),
         (["--outage-kind", "vllm-unscraped"], "--outage-kind vllm-unscraped needs --metrics-outage START+DURATION"),
         (
-            ["--policy", "static-peak", "--capacity-utilization", "0.5", "--scale-down-release", "Hold"],
-            "--capacity-utilization, --scale-down-release: set inferscale's spec, and inferscale is not among the "
+            ["--policy", "static-peak", "--capacity-utilization", "0.5", "--scale-down-window", "2m"],
+            "--capacity-utilization, --scale-down-window: set inferscale's spec, and inferscale is not among the "
             "policies; add --policy inferscale",
         ),
         # a fluid replay of no request scored 100%; a request-level one of 24 M requests built them all
@@ -412,9 +413,9 @@ def test_a_lower_capacity_utilization_buys_inferscale_standing_headroom(azure_tr
 
 
 def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp_path: Path) -> None:
-    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 6.5 (the window, 5m30s, and a minute)
+    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 10
     rows, t = [], 0.0
-    while t < 690:
+    while t < 900:
         rows.append(
             f"2023-11-16 18:{10 + int(t // 60):02d}:{t % 60:09.6f},{300 + 7 * (len(rows) % 50)},{20 + len(rows) % 40}\n"
         )
@@ -422,11 +423,34 @@ def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp
     trace.write_text(AZURE_HEADER + "".join(rows))
 
     def run(*release: str) -> dict[str, Any]:
-        return replay_json(trace, tmp_path / "r.json", "--policy", "inferscale", "--rate-scale", "10", *release)
+        window = ("--scale-down-window", "300s")  # HPA's, the release's to shape
+        return replay_json(
+            trace, tmp_path / "r.json", "--policy", "inferscale", "--rate-scale", "10", *window, *release
+        )
 
     linear, hold = run(), run("--scale-down-release", "HOLD")  # any case
     assert (linear["scenario"]["scale_down_release"], hold["scenario"]["scale_down_release"]) == (None, "Hold")
     assert linear["policies"]["inferscale"]["gpu_hours"] < 0.97 * hold["policies"]["inferscale"]["gpu_hours"]
+
+
+def test_the_scale_down_window_reaches_inferscales_spec_and_unset_follows_the_time_to_ready(tmp_path: Path) -> None:
+    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 10
+    rows, t = [], 0.0
+    while t < 900:
+        rows.append(
+            f"2023-11-16 18:{10 + int(t // 60):02d}:{t % 60:09.6f},{300 + 7 * (len(rows) % 50)},{20 + len(rows) % 40}\n"
+        )
+        t += 0.05 if t < 300 else 0.5
+    trace.write_text(AZURE_HEADER + "".join(rows))
+
+    def gpu_hours(*window: str) -> float:
+        doc = replay_json(trace, tmp_path / "r.json", "--policy", "inferscale", "--rate-scale", "10", *window)
+        assert doc["scenario"]["scale_down_window"] == (window[1] if window else None)
+        return float(doc["policies"]["inferscale"]["gpu_hours"])
+
+    # a 60 s time-to-ready: unset, the window is 2m, between the two given
+    short, unset, long = gpu_hours("--scale-down-window", "30s"), gpu_hours(), gpu_hours("--scale-down-window", "6m")
+    assert short < unset < long, (short, unset, long)
 
 
 def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Path) -> None:

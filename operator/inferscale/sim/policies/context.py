@@ -48,6 +48,8 @@ class PolicyContext:
     capacity_utilization: float | None = None
     # inferscale's spec.behavior.scaleDown.release ("Linear" or "Hold"); None: the CRD's default
     scale_down_release: str | None = None
+    # inferscale's spec.behavior.scaleDown.stabilizationWindow ("300s"); None: unset, the time-to-ready + 1m
+    scale_down_window: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("slo_ttft", "slo_itl", "interval"):

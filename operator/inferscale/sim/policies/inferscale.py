@@ -74,6 +74,11 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
     if ctx.slo_tpot is not None:
         slo["tpotP95"] = _duration(ctx.slo_tpot)
     targets = {} if ctx.capacity_utilization is None else {"capacityUtilization": ctx.capacity_utilization}
+    scale_down = {
+        key: value
+        for key, value in (("release", ctx.scale_down_release), ("stabilizationWindow", ctx.scale_down_window))
+        if value is not None
+    }
     return InferenceServiceSpec.model_validate(
         {
             # the engine's batch limits too, so the prior is the capacity of the replicas it runs on
@@ -90,7 +95,7 @@ def spec_for(ctx: PolicyContext) -> InferenceServiceSpec:
             "slo": slo,
             "targets": targets,
             "warmup": {"timeToReady": _duration(ctx.time_to_ready_max or ctx.time_to_ready)},
-            "behavior": {} if ctx.scale_down_release is None else {"scaleDown": {"release": ctx.scale_down_release}},
+            "behavior": {"scaleDown": scale_down} if scale_down else {},
         }
     )
 
