@@ -412,8 +412,9 @@ def test_a_lower_capacity_utilization_buys_inferscale_standing_headroom(azure_tr
     assert lower["policies"]["inferscale"]["gpu_hours"] > 1.3 * default["policies"]["inferscale"]["gpu_hours"]
 
 
-def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp_path: Path) -> None:
-    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 10
+def drop_trace(tmp_path: Path) -> Path:
+    """20 requests/s for 5 minutes, then 2 for 10: a burst whose replicas a scale-down window gives back."""
+    trace = tmp_path / "drop.csv"
     rows, t = [], 0.0
     while t < 900:
         rows.append(
@@ -421,6 +422,11 @@ def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp
         )
         t += 0.05 if t < 300 else 0.5
     trace.write_text(AZURE_HEADER + "".join(rows))
+    return trace
+
+
+def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp_path: Path) -> None:
+    trace = drop_trace(tmp_path)
 
     def run(*release: str) -> dict[str, Any]:
         window = ("--scale-down-window", "300s")  # HPA's, the release's to shape
@@ -434,14 +440,7 @@ def test_a_linear_release_returns_the_replicas_of_a_burst_sooner_than_a_hold(tmp
 
 
 def test_the_scale_down_window_reaches_inferscales_spec_and_unset_follows_the_time_to_ready(tmp_path: Path) -> None:
-    trace = tmp_path / "drop.csv"  # 20 requests/s for 5 minutes, then 2 for 10
-    rows, t = [], 0.0
-    while t < 900:
-        rows.append(
-            f"2023-11-16 18:{10 + int(t // 60):02d}:{t % 60:09.6f},{300 + 7 * (len(rows) % 50)},{20 + len(rows) % 40}\n"
-        )
-        t += 0.05 if t < 300 else 0.5
-    trace.write_text(AZURE_HEADER + "".join(rows))
+    trace = drop_trace(tmp_path)
 
     def gpu_hours(*window: str) -> float:
         doc = replay_json(trace, tmp_path / "r.json", "--policy", "inferscale", "--rate-scale", "10", *window)
