@@ -134,10 +134,8 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
     prior, note = _spec_prior(spec.model, slo_ttft, slo_itl)
     ttr_prior = parse_duration(spec.warmup.time_to_ready)
     # unset: a time-to-ready and a rate window, resolved each tick by `decide` from the measured time-to-ready
-    follows = down.stabilization_window is None
-    down_window = (
-        ttr_prior + RATE_WINDOW if down.stabilization_window is None else parse_duration(down.stabilization_window)
-    )
+    window = down.stabilization_window
+    down_window = ttr_prior + RATE_WINDOW if window is None else parse_duration(window)
     return Policy(
         min_replicas=spec.replicas.min,
         max_replicas=spec.replicas.max,
@@ -151,7 +149,7 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
         target_capacity_utilization=spec.targets.capacity_utilization,
         scale_up=_rule(parse_duration(up.stabilization_window), up.max_increase, up.period),
         scale_down=_rule(down_window, down.max_decrease, down.period, Release(down.release)),
-        down_window_follows_ttr=follows,
+        down_window_follows_ttr=window is None,
         stale_after=parse_duration(spec.metrics.stale_after),
         time_to_ready_prior=ttr_prior,
         predictive=spec.warmup.predictive,

@@ -14,10 +14,10 @@ Order (DESIGN §4), each step naming itself in `Decision.limits` when it changes
    others scale down); nor in the first minute the service is watched (`capacity.RATE_WINDOW`: traffic
    that began with the watch is still filling the one-minute rates and the KV cache; those ticks record
    what the signals asked, so the scale-down window runs from the first tick);
-4. the desired count is recorded, then stabilized: the most the scale-down window's recommendations
-   still hold (whole, or released linearly: `stabilization`), the lowest in the
-   scale-up window; a fresh state records the current count first, so a new operator does not
-   scale down on its first sample;
+4. the desired count is recorded, then stabilized: the most the scale-down window's (the spec's, else
+   the time-to-ready plus a minute) recommendations still hold (whole, or released linearly:
+   `stabilization`), the lowest in the scale-up window; a fresh state records the current count first,
+   so a new operator does not scale down on its first sample;
 5. rate limits from the recorded scale events; 6. before any scale-down, the capacity floor (the
    capacity signal's demand at the lowest per-replica capacity of the scale-down window) and the
    consolidation check; 7. min/max and the schedule floor (a raised minimum, not rate limited).
