@@ -447,9 +447,11 @@ def test_the_scale_down_window_reaches_inferscales_spec_and_unset_follows_the_ti
         assert doc["scenario"]["scale_down_window"] == (window[1] if window else None)
         return float(doc["policies"]["inferscale"]["gpu_hours"])
 
-    # a 60 s time-to-ready: unset, the window is 2m, between the two given
-    short, unset, long = gpu_hours("--scale-down-window", "30s"), gpu_hours(), gpu_hours("--scale-down-window", "6m")
-    assert short < unset < long, (short, unset, long)
+    # a 60 s time-to-ready: unset, the window is that and a minute, the same replay as a 2m given (300s, HPA's,
+    # would keep the burst's replicas longer), and a window given does change the fleet
+    unset, two_minutes = gpu_hours(), gpu_hours("--scale-down-window", "2m")
+    short, long = gpu_hours("--scale-down-window", "30s"), gpu_hours("--scale-down-window", "5m")
+    assert unset == two_minutes and short < unset < long, (short, unset, two_minutes, long)
 
 
 def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Path) -> None:
