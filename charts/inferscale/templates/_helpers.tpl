@@ -107,14 +107,42 @@ The rules the operator needs in every namespace it watches. Each rule says why; 
   verbs: ["create"]
 {{- end -}}
 
-{{/* Share of requests slower than the TTFT target, from vLLM's own histogram (TTFT = queue + prefill). */}}
+{{/* Share of requests slower than the TTFT target, from the engine's own histogram (TTFT = queue + prefill).
+Each engine's ratio is its own: a sum over both would divide vLLM's fast requests by SGLang pods' counts too,
+and an SGLang without a bucket at the target gives no ratio (InferenceTTFTSLOUnmeasured says so). */}}
 {{- define "inferscale.ttftBadRatio" -}}
 (
-  1 - (
-    sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="{{ .le }}"}[{{ .window }}]))
-    /
-    sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_count[{{ .window }}]))
+  (
+    1 - (
+      sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_bucket{le="{{ .le }}"}[{{ .window }}]))
+      /
+      sum by (namespace, model_name) (rate(vllm:time_to_first_token_seconds_count[{{ .window }}]))
+    )
   )
+  or
+  (
+    1 - (
+      sum by (namespace, model_name) (rate(sglang:time_to_first_token_seconds_bucket{le="{{ .le }}"}[{{ .window }}]))
+      /
+      sum by (namespace, model_name) (rate(sglang:time_to_first_token_seconds_count[{{ .window }}]))
+    )
+  )
+)
+{{- end }}
+
+{{/* The services whose engine exports a TTFT histogram without a bucket at the target: no burn rate exists
+for them. */}}
+{{- define "inferscale.ttftUnmeasured" -}}
+(
+  count by (namespace, model_name) (vllm:time_to_first_token_seconds_count)
+  unless
+  count by (namespace, model_name) (vllm:time_to_first_token_seconds_bucket{le="{{ .le }}"})
+)
+or
+(
+  count by (namespace, model_name) (sglang:time_to_first_token_seconds_count)
+  unless
+  count by (namespace, model_name) (sglang:time_to_first_token_seconds_bucket{le="{{ .le }}"})
 )
 {{- end }}
 

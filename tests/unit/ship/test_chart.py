@@ -316,10 +316,78 @@ def test_prometheus_rule_selects_the_job_it_is_given_without_a_service_monitor(r
     assert alerts["InferscaleNoLeader"]["expr"] == 'max(inferscale_leader{job="my-scrape"}) < 1'
 
 
-def test_the_ttft_buckets_the_chart_accepts_are_vllms() -> None:
+# SGLang's default TTFT buckets (sgl-project/sglang, python/sglang/srt/metrics/collector.py,
+# TokenizerMetricsCollector; --bucket-time-to-first-token replaces them)
+SGLANG_TTFT_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400)
+
+
+def test_the_ttft_buckets_the_chart_accepts_are_vllms_and_sglangs() -> None:
     schema = json.loads((CHART / "values.schema.json").read_text())
     accepted = schema["properties"]["prometheusRule"]["properties"]["ttftSLO"]["properties"]["ttftSeconds"]["enum"]
-    assert accepted == [str(le) for le in TTFT_BUCKETS]  # as prometheus_client writes a float's le: "1.0"
+    both = sorted({float(le) for le in (*TTFT_BUCKETS, *SGLANG_TTFT_BUCKETS)})
+    assert accepted == [str(le) for le in both]  # as prometheus_client writes a float's le: "1.0"
+
+
+def _ttft_series(engine: str, model: str, buckets: tuple[str, ...], slow_share: float) -> list[dict[str, str]]:
+    """One pod of `model` on `engine` answering 1 request/s for 2 hours, `slow_share` of them above 0.5 s."""
+    pod = f'namespace="llm",pod="{model}-7d9f8c6b5-x2x4q",model_name="{model}"'
+    name = f"{engine}:time_to_first_token_seconds"
+    fast = round(60 * (1 - slow_share))
+    series = [{"series": f"{name}_count{{{pod}}}", "values": "0+60x120"}]
+    for le in (*buckets, "+Inf"):
+        per_minute = 60 if le == "+Inf" or float(le) > 0.5 else fast
+        series.append({"series": f'{name}_bucket{{{pod},le="{le}"}}', "values": f"0+{per_minute}x120"})
+    return series
+
+
+def test_the_ttft_burn_alerts_read_each_engine_and_say_when_an_engine_has_no_bucket_at_the_target(
+    render: Render, tmp_path: Any
+) -> None:
+    # until 2026-12-07 the burn alerts read vLLM's histogram only: an SGLang service never paged, silently
+    (rule,) = by_kind(render(prometheusRule__enabled=True, serviceMonitor__enabled=True), "PrometheusRule")
+    (slo,) = [g for g in rule["spec"]["groups"] if g["name"] == "inferscale.slo"]
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [slo]}))
+    vllm = tuple(str(le) for le in TTFT_BUCKETS)
+    sglang_default = tuple(str(float(le)) for le in SGLANG_TTFT_BUCKETS)
+    series = [
+        *_ttft_series("vllm", "vllm-slow", vllm, 0.8),
+        *_ttft_series("vllm", "vllm-fast", vllm, 0.0),
+        *_ttft_series("sglang", "sglang-slow", (*sglang_default, "0.5"), 0.8),  # --bucket-time-to-first-token ... 0.5
+        *_ttft_series("sglang", "sglang-default", sglang_default, 0.8),
+    ]
+    by_alert = {r["alert"]: r for r in slo["rules"]}
+
+    def fired(alert: str, *models: str) -> list[dict[str, Any]]:
+        return [
+            {
+                "exp_labels": {**by_alert[alert]["labels"], "namespace": "llm", "model_name": m},
+                "exp_annotations": {
+                    k: v.replace("{{ $labels.model_name }}", m).replace("{{ $labels.namespace }}", "llm")
+                    for k, v in by_alert[alert]["annotations"].items()
+                },
+            }
+            for m in models
+        ]
+
+    checks = [
+        ("InferenceTTFTSLOFastBurn", fired("InferenceTTFTSLOFastBurn", "sglang-slow", "vllm-slow")),
+        ("InferenceTTFTSLOUnmeasured", fired("InferenceTTFTSLOUnmeasured", "sglang-default")),
+    ]
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": series,
+                "alert_rule_test": [{"eval_time": "70m", "alertname": a, "exp_alerts": e} for a, e in checks],
+            }
+        ],
+    }
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
+    promtool = tool("promtool", "make setup (Debian's prometheus)")
+    result = subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_prometheus_rule_follows_the_slo_values(render: Render) -> None:
