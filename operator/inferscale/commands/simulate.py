@@ -6,7 +6,8 @@ import inspect
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -80,6 +81,17 @@ class SimulateInputError(checks.InputError):
 
 
 LOAD_ERRORS = (TraceError, PerfError, ValueError, OSError)  # the input errors: checks.InputError is a ValueError
+
+
+@contextmanager
+def input_errors(prefix: str = "") -> Iterator[None]:
+    """Bad input ends a command with exit code 2, its message on stderr: 1 is left for a failed output (or a
+    target `tune` cannot meet), so scripts can tell them apart."""
+    try:
+        yield
+    except LOAD_ERRORS as e:
+        print(f"error: {prefix}{e}", file=sys.stderr)
+        raise typer.Exit(2) from None
 
 
 def _prepare(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
@@ -491,7 +503,7 @@ def simulate(
     mode: ModeOpt = "auto",
 ) -> None:
     """Replay a trace against scaling policies on simulated vLLM fleets and compare SLO attainment and cost."""
-    try:
+    with input_errors():
         names = _policies(policy)
         workers_count(workers)
         if decisions is not None and EXPLAINED not in names:
@@ -515,9 +527,6 @@ def simulate(
         scenario = scenario_from_flags(locals())
         prepared = load(scenario, mode)
         outage_within(prepared)
-    except LOAD_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise typer.Exit(2) from None
 
     note_limits(prepared)
     results = replay(prepared, {n: partial(prepared.policy, n) for n in names}, workers)

@@ -3,7 +3,6 @@ cheapest that meets an SLO-attainment target, with the oracle's GPU-hours for sc
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from functools import partial
 from statistics import mean
@@ -37,9 +36,9 @@ from inferscale.commands.replay_options import (
     WorkersOpt,
 )
 from inferscale.commands.simulate import (
-    LOAD_ERRORS,
     check_outputs,
     gpu_hours_text,
+    input_errors,
     load,
     note_limits,
     replay,
@@ -302,7 +301,7 @@ def tune(
 
     Replays the trace with inferscale at each candidate value. Exits 1 when none meets the target (or the JSON
     cannot be written), 2 on bad input."""
-    try:
+    with input_errors():
         values, seed_list = _candidates(candidates), _seeds(seeds)
         checks.fraction("--target-attainment", target_attainment)
         workers_count(workers)
@@ -315,20 +314,14 @@ def tune(
         short = too_short(prepared)
         if short is not None:  # every value would tie: a recommendation would be noise
             raise checks.InputError(short)
-    except LOAD_ERRORS as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise typer.Exit(2) from None
 
     note_limits(prepared)
     results = []
     for seed in seed_list:
         # the first replay is loaded already; the others draw their own requests and cold starts, one at a
         # time (a replay of millions of requests holds them in memory)
-        try:
+        with input_errors(f"--seed {seed}: "):
             seeded = prepared if seed == seed_list[0] else load(replace(scenario, seed=seed), mode)
-        except LOAD_ERRORS as e:
-            print(f"error: --seed {seed}: {e}", file=sys.stderr)
-            raise typer.Exit(2) from None
         policies = {REFERENCE: partial(seeded.policy, REFERENCE)}
         policies |= {_label(cu): partial(inferscale_at, seeded.context, cu) for cu in values}
         results.append(replay(seeded, policies, workers))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from inferscale.perf.catalog import GPUSpec, gpu_spec, model_spec, vllm_batch_defaults
+from inferscale.perf.catalog import GPUSpec, ModelSpec, gpu_spec, model_spec, vllm_batch_defaults
 from inferscale.perf.errors import PerfError
 from inferscale.perf.memory import MemoryBreakdown, check_tp, memory_breakdown, utilization_for
 from inferscale.perf.steptime import StepCoefficients, step_coefficients
@@ -49,6 +49,17 @@ def batch_limits(
     return seqs, tokens
 
 
+def _checked_replica(
+    model: str, gpu: str, tp: int, max_num_seqs: int | None, max_num_batched_tokens: int | None
+) -> tuple[ModelSpec, GPUSpec, int, int]:
+    """The model, the GPU and the batch limits (vLLM's defaults where None) of one replica, checked; raises as
+    `replica_memory` does."""
+    m, g = model_spec(model), gpu_spec(gpu)
+    check_tp(m, tp)
+    seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
+    return m, g, seqs, tokens
+
+
 def replica_memory(
     model: str,
     gpu: str,
@@ -61,9 +72,7 @@ def replica_memory(
 ) -> MemoryBreakdown:
     """Per-GPU memory breakdown of one replica (raises UnknownModel, UnknownGPU, InvalidParallelism,
     DoesNotFit, PerfError). Batch limits left None are vLLM's defaults for the GPU."""
-    m, g = model_spec(model), gpu_spec(gpu)
-    check_tp(m, tp)
-    seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
+    m, g, seqs, tokens = _checked_replica(model, gpu, tp, max_num_seqs, max_num_batched_tokens)
     return memory_breakdown(m, g, tp, gpu_memory_utilization, seqs, tokens, BLOCK_SIZE, weight_dtype, kv_dtype)
 
 
@@ -79,9 +88,7 @@ def utilization_needed(
 ) -> float:
     """The smallest gpu_memory_utilization (hundredths) at which one replica's KV cache holds `kv_tokens`;
     above 1 when none does. Raises as `replica_memory` does for an unknown model, GPU or bad TP."""
-    m, g = model_spec(model), gpu_spec(gpu)
-    check_tp(m, tp)
-    seqs, tokens = batch_limits(g, max_num_seqs, max_num_batched_tokens)
+    m, g, seqs, tokens = _checked_replica(model, gpu, tp, max_num_seqs, max_num_batched_tokens)
     return utilization_for(m, g, tp, seqs, tokens, kv_tokens, BLOCK_SIZE, weight_dtype, kv_dtype)
 
 

@@ -161,7 +161,7 @@ def load_request_arrays(
     start: float = 0.0,
 ) -> tuple[RequestArrays, float]:
     """All requests as columns, and the duration covered (seconds on the scaled axis)."""
-    chunks, span = _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed, start)
+    chunks, span = iter_request_chunks(path, fmt, rate_scale, time_scale, duration, seed, start=start)
     parts = list(chunks)
     if not parts:
         return _empty(), span
@@ -187,7 +187,18 @@ def iter_request_chunks(
 ) -> tuple[Iterator[RequestArrays], float]:
     """Requests in arrival order, lazily: one chunk per ServeGen window (a request trace is one chunk).
     Returns the iterator and the duration covered."""
-    return _chunks(Path(path), fmt, rate_scale, time_scale, duration, seed, start)
+    p = Path(path)
+    _check_scales(p, rate_scale, time_scale, duration, start)
+    kind = resolve_format(p, fmt)
+    if kind == "servegen":
+        part = _servegen_part(p, rate_scale, time_scale, duration, start)
+        return _servegen_requests(part.curve, part.window, part.span, seed, first=part.first), part.span
+    arrays, span = _request_trace(p, kind, time_scale)
+    _check_copies(p, len(arrays), rate_scale)
+    _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
+    arrays = _rescale_rate(arrays, span, rate_scale, seed)
+    arrays, span = _cut(p, arrays, span, start, duration)
+    return iter([arrays]), span
 
 
 def load_rate_curve(
@@ -206,10 +217,8 @@ def load_rate_curve(
     p = Path(path)
     kind = _checked_curve(p, fmt, rate_scale, time_scale, duration, window, start)
     if kind == "servegen":
-        whole, win = _servegen_curve(p, rate_scale, time_scale)
-        curve = _servegen_from(p, whole, win, start)
-        end = len(curve) * win if duration is None else min(duration, len(curve) * win)
-        return [pt for pt in curve if pt.t < end]
+        part = _servegen_part(p, rate_scale, time_scale, duration, start)
+        return [pt for pt in part.curve if pt.t < part.span]
     arrays, span = _replayed_part(p, kind, rate_scale, time_scale, duration, start)
     return [pt._replace(rate=pt.rate * rate_scale) for pt in _bin(arrays, span, window)]
 
@@ -331,30 +340,6 @@ def _replayed_part(
     return _cut(p, arrays, span, start, duration)
 
 
-def _chunks(
-    path: Path,
-    fmt: str | None,
-    rate_scale: float,
-    time_scale: float,
-    duration: float | None,
-    seed: int,
-    start: float = 0.0,
-) -> tuple[Iterator[RequestArrays], float]:
-    _check_scales(path, rate_scale, time_scale, duration, start)
-    kind = resolve_format(path, fmt)
-    if kind == "servegen":
-        whole, win = _servegen_curve(path, rate_scale, time_scale)
-        curve = _servegen_from(path, whole, win, start)
-        span = len(curve) * win if duration is None else min(duration, len(curve) * win)
-        return _servegen_requests(curve, win, span, seed, first=len(whole) - len(curve)), span
-    arrays, span = _request_trace(path, kind, time_scale)
-    _check_copies(path, len(arrays), rate_scale)
-    _check_peak(path, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
-    arrays = _rescale_rate(arrays, span, rate_scale, seed)
-    arrays, span = _cut(path, arrays, span, start, duration)
-    return iter([arrays]), span
-
-
 def _cut(
     path: Path, arrays: RequestArrays, span: float, start: float, duration: float | None
 ) -> tuple[RequestArrays, float]:
@@ -370,6 +355,23 @@ def _cut(
         arrays = RequestArrays(arrays.arrival[keep], arrays.input_tokens[keep], arrays.output_tokens[keep])
         span = min(span, duration)
     return arrays, span
+
+
+class _ServegenPart(NamedTuple):
+    curve: list[RatePoint]  # the windows from `start` on, `start` at time 0
+    window: float  # seconds, on the scaled axis
+    span: float  # what the windows cover, up to `duration`
+    first: int  # the place of curve[0] in the file, which keys each window's random stream
+
+
+def _servegen_part(
+    path: Path, rate_scale: float, time_scale: float, duration: float | None, start: float
+) -> _ServegenPart:
+    """The part of a ServeGen curve a replay covers, gaps filled, on the scaled axis."""
+    whole, win = _servegen_curve(path, rate_scale, time_scale)
+    curve = _servegen_from(path, whole, win, start)
+    span = len(curve) * win if duration is None else min(duration, len(curve) * win)
+    return _ServegenPart(curve, win, span, len(whole) - len(curve))
 
 
 def _servegen_from(path: Path, curve: list[RatePoint], win: float, start: float) -> list[RatePoint]:
