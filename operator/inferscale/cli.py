@@ -18,6 +18,7 @@ app = typer.Typer(
 # Registration: one line per subcommand module (keep sorted).
 from inferscale.commands import crd as _crd; app.command("crd")(_crd.crd)  # noqa: E402, E702, I001  # fmt: skip
 from inferscale.commands import emulate as _emulate; app.command("emulate")(_emulate.emulate)  # noqa: E402, E702, I001  # fmt: skip
+from inferscale.commands import export_trace as _export_trace; app.command("export-trace")(_export_trace.export_trace)  # noqa: E402, E702, I001  # fmt: skip
 from inferscale.commands import plan as _plan; app.command("plan")(_plan.plan)  # noqa: E402, E702, I001  # fmt: skip
 from inferscale.commands import run as _run; app.command("run")(_run.run)  # noqa: E402, E702, I001  # fmt: skip
 from inferscale.commands import simulate as _simulate; app.command("simulate")(_simulate.simulate)  # noqa: E402, E702, I001  # fmt: skip

@@ -56,7 +56,8 @@ _PART, _CACHED = "inferscale_part", "cached"  # the label that sets the prefix c
 # on the pods whose names do not match, and group them under its values.
 WORKLOAD = "inferscale_deployment"
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
-DEPLOYMENT_POD = f"(.+)-{_SAFE}{{6,10}}-{_SAFE}{{5}}"
+_POD_SUFFIX = f"{_SAFE}{{6,10}}-{_SAFE}{{5}}"
+DEPLOYMENT_POD = f"(.+)-{_POD_SUFFIX}"
 VLLM, SGLANG = "vllm", "sglang"  # spec.engine's values
 # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram's count
 _SGLANG_REQUESTS = ("sglang:num_requests_total", "sglang:e2e_request_latency_seconds_count")
@@ -140,6 +141,33 @@ def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
         return f'sum by ({by}) (label_replace({_summed(m, *metrics)}, "{WORKLOAD}", "$1", "pod", "{DEPLOYMENT_POD}"))'
 
     return _either(per_deployment("vllm:request_success_total"), per_deployment(*_SGLANG_REQUESTS))
+
+
+TRAFFIC_BY = "namespace, model_name"
+
+
+def build_traffic_queries(
+    namespace: str, model_name: str | None, deployment: str | None, window: str
+) -> dict[str, str]:
+    """Requests and prompt and generation tokens per second over each `window`, per (namespace, model_name,
+    dialect), for `export-trace`: the counters the operator reads, a pod counted once however often scraped.
+    `deployment` keeps the pods named as that Deployment's."""
+    selector = {"namespace": namespace} | ({"model_name": model_name} if model_name else {})
+    m = _matchers(selector)
+    if deployment:
+        m += f',pod=~"{_escape(re.escape(deployment))}-{_POD_SUFFIX}"'
+
+    def per_service(*metrics: str) -> str:
+        # a counter chosen per pod, then summed (see build_rate_history_query)
+        return f"sum by ({TRAFFIC_BY}) ({_summed(m, *metrics, window=window)})"
+
+    return {
+        "requests": _either(per_service("vllm:request_success_total"), per_service(*_SGLANG_REQUESTS)),
+        PROMPT_TOKENS: _either(per_service("vllm:prompt_tokens_total"), per_service("sglang:prompt_tokens_total")),
+        "generation_tokens": _either(
+            per_service("vllm:generation_tokens_total"), per_service("sglang:generation_tokens_total")
+        ),
+    }
 
 
 def deployment_of(pod: str) -> str:
@@ -419,6 +447,26 @@ class PrometheusReader:
             partial=frozenset(partial),
             warnings=tuple(warned),
         )
+
+    async def range_query(
+        self, query: str, start: float, end: float, step: float
+    ) -> list[tuple[dict[str, str], list[tuple[float, float]]]]:
+        """Each series of a range query: its labels and its finite points, oldest first. An answer in part is
+        an error (PartialAnswer): a trace exported from it would show the missing stores' traffic as none."""
+        self.queries_sent += 1
+        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}s"}
+        result, warnings = await self._in_thread(self._client.answer, "query_range", params)
+        if warnings:
+            raise PartialAnswer(f"answered in part: {'; '.join(warnings)}"[:300])
+        out = []
+        for series in result if isinstance(result, list) else []:
+            points = []
+            for t, v in series.get("values", []):
+                at, value = _finite(t), _finite(v)
+                if at is not None and value is not None:
+                    points.append((at, value))
+            out.append((dict(series.get("metric", {})), points))
+        return out
 
     async def rate_history(
         self, start: float, end: float, step: float = 60.0, selector: Mapping[str, str] | None = None

@@ -12,6 +12,16 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from inferscale.commands.prometheus_options import (
+    BearerTokenFileOpt,
+    CaFileOpt,
+    HeaderOpt,
+    PasswordFileOpt,
+    PrometheusUrlOpt,
+    TimeoutOpt,
+    UsernameOpt,
+)
+
 T = TypeVar("T")
 M_ARENA_MAX = -8  # glibc mallopt parameter
 
@@ -46,43 +56,12 @@ def run(
         list[str] | None, typer.Option("--namespace", "-n", help="Watch this namespace (repeatable).")
     ] = None,
     all_namespaces: Annotated[bool, typer.Option("--all-namespaces", "-A", help="Watch every namespace.")] = False,
-    prometheus_url: Annotated[
-        str, typer.Option(help="Prometheus base URL.", envvar="PROMETHEUS_URL")
-    ] = "http://prometheus-operated.monitoring.svc:9090",
-    prometheus_bearer_token_file: Annotated[
-        str | None,
-        typer.Option(
-            help="Send this file's token as 'Authorization: Bearer' (read again when the file changes, as the "
-            "kubelet rotates service-account tokens); OpenShift's thanos-querier takes the pod's own "
-            "/var/run/secrets/kubernetes.io/serviceaccount/token.",
-            envvar="PROMETHEUS_BEARER_TOKEN_FILE",
-        ),
-    ] = None,
-    prometheus_username: Annotated[
-        str | None,
-        typer.Option(
-            help="Basic-auth user for Prometheus (with --prometheus-password-file).", envvar="PROMETHEUS_USERNAME"
-        ),
-    ] = None,
-    prometheus_password_file: Annotated[
-        str | None,
-        typer.Option(
-            help="File holding the basic-auth password (read again when it changes).", envvar="PROMETHEUS_PASSWORD_FILE"
-        ),
-    ] = None,
-    prometheus_ca_file: Annotated[
-        str | None,
-        typer.Option(
-            help="PEM CA bundle to verify Prometheus's TLS certificate with, instead of the system's CAs.",
-            envvar="PROMETHEUS_CA_FILE",
-        ),
-    ] = None,
-    prometheus_header: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Extra header on every query, 'Name: value' (repeatable), e.g. 'X-Scope-OrgID: team-a' for Mimir."
-        ),
-    ] = None,
+    prometheus_url: PrometheusUrlOpt = "http://prometheus-operated.monitoring.svc:9090",
+    prometheus_bearer_token_file: BearerTokenFileOpt = None,
+    prometheus_username: UsernameOpt = None,
+    prometheus_password_file: PasswordFileOpt = None,
+    prometheus_ca_file: CaFileOpt = None,
+    prometheus_header: HeaderOpt = None,
     interval: Annotated[
         str,
         typer.Option(
@@ -90,13 +69,7 @@ def run(
             "for services that set none; at least 1s."
         ),
     ] = "10s",
-    prometheus_timeout: Annotated[
-        str,
-        typer.Option(
-            help="How long one PromQL query may take; a tick against a Prometheus that does not answer "
-            "fails its queries after this and holds every service's count."
-        ),
-    ] = "10s",
+    prometheus_timeout: TimeoutOpt = "10s",
     metrics_port: Annotated[int, typer.Option(help="Port of /metrics and /healthz.")] = 8080,
     kubeconfig: Annotated[
         str | None, typer.Option(help="Kubeconfig to use instead of KUBECONFIG or the in-cluster account.")

@@ -1,0 +1,301 @@
+"""`inferscale export-trace`: a service's own traffic, read back from Prometheus, as a rate curve that `simulate`,
+`tune` and `plan --trace` replay, so a user can try the policies on the traffic they would run them on.
+
+The curve is the ServeGen aggregate format (`window_start_s,total_rate_rps,mean_input_tokens,mean_output_tokens`):
+per window, the requests finished per second and their mean prompt and output lengths, from the engines' own
+counters. `simulate` turns each window into requests by a seeded Poisson process, as it does ServeGen's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import datetime as dt
+import io
+import math
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from inferscale.commands import checks
+from inferscale.commands.prometheus_options import (
+    BearerTokenFileOpt,
+    CaFileOpt,
+    HeaderOpt,
+    PasswordFileOpt,
+    PrometheusUrlOpt,
+    UsernameOpt,
+)
+from inferscale.scaling.types import PROMPT_TOKENS
+
+if TYPE_CHECKING:
+    from inferscale.adapters.prometheus import PrometheusReader
+
+# Prometheus refuses a range query of more than 11,000 points per series
+MAX_STEPS = 10_000
+# a rate needs two samples in its window: a window under a minute reads nothing at a 30 s scrape interval
+MIN_WINDOW = 60.0
+COLUMNS = ("window_start_s", "total_rate_rps", "mean_input_tokens", "mean_output_tokens")
+_ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
+
+Points = dict[float, float]  # window end (Unix seconds) -> per-second rate over the window
+
+
+@dataclass(frozen=True)
+class Window:
+    start: float  # Unix seconds
+    rate: float | None  # requests/s finished; None: Prometheus holds no sample for the window
+    input_tokens: float | None  # mean prompt tokens per request; None when unknown
+    output_tokens: float | None
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """One service's counters as range answers, each family's dialects added."""
+
+    namespace: str
+    model_name: str
+    engines: tuple[str, ...]
+    requests: Points
+    prompt_tokens: Points
+    generation_tokens: Points
+
+
+def window_grid(until: float, since: float, window: float) -> tuple[float, float]:
+    """The first window's start and the last one's end, on multiples of `window` (Unix time), covering at most
+    `since` before `until`."""
+    end = math.floor(until / window) * window
+    count = max(1, math.floor(since / window))
+    return end - count * window, end
+
+
+def chunks(start: float, end: float, window: float) -> list[tuple[float, float]]:
+    """Evaluation times (first, last) of range queries of at most MAX_STEPS points, one per window end."""
+    out: list[tuple[float, float]] = []
+    first = start + window
+    while first <= end:
+        last = min(end, first + (MAX_STEPS - 1) * window)
+        out.append((first, last))
+        first = last + window
+    return out
+
+
+def windows(traffic: Traffic, start: float, end: float, window: float) -> list[Window]:
+    """The service's windows in order. A rate evaluated at t covers (t - window, t], so it is the window that
+    ends at t."""
+    out: list[Window] = []
+    steps = round((end - start) / window)
+    for k in range(1, steps + 1):
+        at = start + k * window
+        rate = traffic.requests.get(at)
+        prompt, generation = traffic.prompt_tokens.get(at), traffic.generation_tokens.get(at)
+        served = rate is not None and rate > 0
+        out.append(
+            Window(
+                at - window,
+                rate,
+                prompt / rate if served and prompt is not None and rate else None,
+                generation / rate if served and generation is not None and rate else None,
+            )
+        )
+    return out
+
+
+def rows(series: Sequence[Window]) -> list[dict[str, str]]:
+    """CSV rows in the ServeGen format. A window without a sample is written as rate 0, which the loader takes
+    for a collection gap and fills from its neighbours (ServeGen's convention); unknown lengths are empty."""
+    first = series[0].start if series else 0.0
+    out = []
+    for w in series:
+        out.append(
+            {
+                "window_start_s": f"{w.start - first:g}",
+                "total_rate_rps": f"{w.rate or 0.0:.6f}",
+                "mean_input_tokens": "" if w.input_tokens is None else f"{w.input_tokens:.1f}",
+                "mean_output_tokens": "" if w.output_tokens is None else f"{w.output_tokens:.1f}",
+            }
+        )
+    return out
+
+
+def to_csv(series: Sequence[Window]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows(series))
+    return buffer.getvalue()
+
+
+def pick_service(
+    answers: Mapping[str, Sequence[tuple[dict[str, str], list[tuple[float, float]]]]],
+    namespace: str,
+    model_name: str | None,
+) -> Traffic:
+    """The one service the answers hold, its dialects added; several model names without --model, or none, is
+    an InputError that names what there is."""
+    models = sorted({labels.get("model_name", "") for labels, _ in answers["requests"]})
+    if not models:
+        who = f"namespace {namespace!r}" + (f", model_name {model_name!r}" if model_name else "")
+        raise checks.InputError(
+            f"Prometheus holds no request counter (vllm:request_success_total, sglang:num_requests_total) for "
+            f"{who} in that time: check --namespace, --model and --deployment, and that Prometheus scrapes the pods "
+            "with namespace and pod labels"
+        )
+    if len(models) > 1:
+        raise checks.InputError(
+            f"namespace {namespace!r} serves {len(models)} models ({', '.join(map(repr, models))}): "
+            "pick one with --model"
+        )
+
+    def added(name: str) -> Points:
+        points: Points = {}
+        for _, values in answers[name]:
+            for at, v in values:
+                points[at] = points.get(at, 0.0) + v
+        return points
+
+    engines = tuple(sorted({labels.get("dialect", "vllm") for labels, _ in answers["requests"]}))
+    return Traffic(
+        namespace,
+        models[0],
+        engines,
+        added("requests"),
+        added(PROMPT_TOKENS),
+        added("generation_tokens"),
+    )
+
+
+def summary(traffic: Traffic, series: Sequence[Window], window: float, out: str) -> str:
+    known = [w.rate for w in series if w.rate is not None]
+    gaps = len(series) - len(known)
+    first = dt.datetime.fromtimestamp(series[0].start, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    last = dt.datetime.fromtimestamp(series[-1].start + window, dt.UTC).strftime("%Y-%m-%d %H:%M")
+    engines = " and ".join(_ENGINES.get(e, e) for e in traffic.engines)
+    text = (
+        f"wrote {len(series)} windows of {_span(window)} ({first} to {last} UTC) of {traffic.namespace}/"
+        f"{traffic.model_name} ({engines}) to {out}"
+    )
+    if known:
+        text += f": mean {sum(known) / len(series):.2f} req/s, peak {max(known):.2f} req/s"
+    if gaps:
+        text += (
+            f"; {gaps} window(s) without a sample, written as rate 0, which simulate fills from the windows beside "
+            "them (so does a window without a single request)"
+        )
+    return text + f"\nreplay it: inferscale simulate --trace {out} --policy inferscale --policy static-peak"
+
+
+def _span(seconds: float) -> str:
+    return (
+        f"{seconds / 3600:g}h"
+        if seconds % 3600 == 0
+        else f"{seconds / 60:g}m"
+        if seconds % 60 == 0
+        else f"{seconds:g}s"
+    )
+
+
+async def _read(
+    reader: PrometheusReader, queries: Mapping[str, str], start: float, end: float, window: float
+) -> dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]]:
+    answers: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]] = {name: [] for name in queries}
+    for first, last in chunks(start, end, window):
+        results = await asyncio.gather(*(reader.range_query(q, first, last, window) for q in queries.values()))
+        for name, result in zip(queries, results, strict=True):
+            answers[name].extend(result)
+    return answers
+
+
+def export_trace(
+    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Namespace of the service's pods.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Write the rate curve (CSV) here.")],
+    model: Annotated[
+        str | None, typer.Option(help="The engine's model_name label; needed when the namespace serves several.")
+    ] = None,
+    deployment: Annotated[
+        str | None, typer.Option(help="Only the pods of this Deployment (a canary beside its stable fleet).")
+    ] = None,
+    since: Annotated[
+        str, typer.Option(help="How far back to read, e.g. 336h for 14 days (Prometheus keeps 15 days by default).")
+    ] = "168h",
+    until: Annotated[
+        str | None, typer.Option(help="End of the traffic read, RFC 3339 (e.g. 2026-12-01T00:00:00Z); default now.")
+    ] = None,
+    window: Annotated[
+        str, typer.Option(help="Length of each window of the curve, at least 1m; ServeGen's is 10m.")
+    ] = "10m",
+    prometheus_url: PrometheusUrlOpt = "http://localhost:9090",
+    prometheus_bearer_token_file: BearerTokenFileOpt = None,
+    prometheus_username: UsernameOpt = None,
+    prometheus_password_file: PasswordFileOpt = None,
+    prometheus_ca_file: CaFileOpt = None,
+    prometheus_header: HeaderOpt = None,
+    prometheus_timeout: Annotated[str, typer.Option(help="How long one range query may take.")] = "60s",
+) -> None:
+    """Export a service's traffic from Prometheus (requests finished per second and their mean lengths, per
+    window) as a rate curve `simulate`, `tune` and `plan --trace` replay. Completions, not arrivals: while the
+    fleet was saturated the curve shows what it served."""
+    from inferscale.adapters.prometheus import PrometheusReader, build_traffic_queries
+    from inferscale.commands.simulate import input_errors
+
+    with input_errors():
+        checks.namespace_name("--namespace", namespace)
+        if deployment is not None:
+            checks.object_name("--deployment", deployment)
+        if model is not None:
+            checks.not_blank("--model", model)
+        span = checks.positive_duration("--since", since)
+        step = checks.positive_duration("--window", window)
+        if step < MIN_WINDOW or step != math.floor(step):
+            raise checks.InputError(
+                f"--window must be whole seconds and at least 1m (a rate needs two scrapes), got {window!r}"
+            )
+        if step > span:
+            raise checks.InputError(f"--window {window} is longer than --since {since}")
+        end_at = _until(until)
+        checks.http_url("--prometheus-url", prometheus_url)
+        access = checks.prometheus_access(
+            prometheus_bearer_token_file,
+            prometheus_username,
+            prometheus_password_file,
+            prometheus_ca_file,
+            prometheus_header or [],
+        )
+        timeout = checks.positive_duration("--prometheus-timeout", prometheus_timeout)
+        if str(out) != "-":
+            checks.output_file("--out", out)
+    start, end = window_grid(end_at, span, step)
+    queries = build_traffic_queries(namespace, model, deployment, f"{int(step)}s")
+    reader = PrometheusReader(prometheus_url.rstrip("/"), timeout, access)
+    try:
+        answers = asyncio.run(_read(reader, queries, start, end, step))
+    except Exception as e:  # every failure of the server or the network, said in one line
+        print(f"error: Prometheus at {prometheus_url}: {reader.describe(e)}", file=sys.stderr)
+        raise typer.Exit(2) from None
+    finally:
+        reader.close()
+    with input_errors():
+        traffic = pick_service(answers, namespace, model)
+    series = windows(traffic, start, end, step)
+    text = to_csv(series)
+    if str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        out.write_text(text)
+    print(summary(traffic, series, step, "stdout" if str(out) == "-" else str(out)), file=sys.stderr)
+
+
+def _until(text: str | None) -> float:
+    if text is None:
+        return dt.datetime.now(dt.UTC).timestamp()
+    try:
+        at = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise checks.InputError(f"--until {text!r} is not an RFC 3339 time, e.g. 2026-12-01T00:00:00Z") from None
+    if at.tzinfo is None:
+        raise checks.InputError(f"--until {text!r} has no time zone; add Z for UTC")
+    return at.timestamp()

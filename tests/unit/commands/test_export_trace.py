@@ -1,0 +1,198 @@
+"""`inferscale export-trace` against a real Prometheus, its TSDB backfilled by promtool with counters whose rates
+are known, and the curve it writes replayed by the simulator's ServeGen loader."""
+
+from __future__ import annotations
+
+import csv
+import io
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from tests.unit.ship.helpers import tool
+from typer.testing import CliRunner
+
+from inferscale.cli import app
+from inferscale.commands.export_trace import MAX_STEPS, chunks, window_grid
+from inferscale.sim.traces import load_rate_curve
+
+STEP = 15  # seconds between samples
+HOUR = 3600
+# the data's first sample: whole hours, hours enough in the past that the backfilled blocks lie behind the head
+T0 = (int(time.time()) // HOUR - 8) * HOUR
+GAP = (T0 + 40 * 60, T0 + 50 * 60)  # no sample in (start, end]: the scrape stopped
+
+
+def _pod(model: str, pod: str, ns: str = "llm") -> str:
+    return f'namespace="{ns}",pod="{pod}",model_name="{model}"'
+
+
+# (labels, requests/s in the first hour, in the second); each request 500 prompt tokens, 100 generated
+COUNTERS = [
+    (_pod("m", "vllm-m-7d9f8c6b5-x2x4q"), 1.0, 3.0),
+    (_pod("m", "vllm-m-7d9f8c6b5-b7kqz"), 1.0, 1.0),
+    (_pod("m", "canary-7d9f8c6b5-q7kmd"), 0.5, 0.5),  # another Deployment of the same model
+    (_pod("other", "vllm-other-6c8d5f7b9-z9k2w"), 2.0, 2.0),  # another model in the namespace
+    (_pod("m", "vllm-m-5b7c9d8f6-p2v8r", ns="elsewhere"), 7.0, 7.0),  # another namespace
+]
+
+
+def _openmetrics() -> str:
+    lines = []
+    for family, per_request in (
+        ("vllm:request_success", 1),
+        ("vllm:prompt_tokens", 500),
+        ("vllm:generation_tokens", 100),
+    ):
+        lines.append(f"# TYPE {family} counter")
+        for labels, first, second in COUNTERS:
+            value = 0.0
+            for t in range(T0, T0 + 2 * HOUR + 1, STEP):
+                if t > T0:
+                    value += (first if t <= T0 + HOUR else second) * STEP * per_request
+                if not GAP[0] < t <= GAP[1]:
+                    lines.append(f"{family}_total{{{labels}}} {value} {t}")
+    return "\n".join(lines) + "\n# EOF\n"
+
+
+@pytest.fixture(scope="module")
+def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A real Prometheus on the backfilled TSDB, scraping nothing."""
+    promtool, server = tool("promtool", "make setup (Debian's prometheus)"), tool("prometheus", "make setup")
+    root = tmp_path_factory.mktemp("prometheus")
+    (root / "data.om").write_text(_openmetrics())
+    made = subprocess.run(
+        [promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "data.om"), str(root / "tsdb")],
+        capture_output=True,
+        text=True,
+    )
+    assert made.returncode == 0, made.stdout + made.stderr
+    (root / "prometheus.yml").write_text("global: {}\n")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = [f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'tsdb'}"]
+    args += [f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=30d"]
+    log = (root / "prometheus.log").open("w")
+    proc = subprocess.Popen([server, *args], stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/-/ready", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None, (root / "prometheus.log").read_text()
+            assert time.monotonic() < deadline, "Prometheus was not ready within 60 s"
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _until() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(T0 + 2 * HOUR))
+
+
+def _export(url: str, *args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(
+        app, ["export-trace", "--prometheus-url", url, "--until", _until(), "--since", "2h", *args]
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_the_curve_holds_each_windows_rate_and_lengths_and_the_simulator_replays_it(
+    prometheus: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "m.csv"
+    code, _, err = _export(prometheus, "-n", "llm", "--model", "m", "--deployment", "vllm-m", "--out", str(out))
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    assert [r["window_start_s"] for r in rows] == [str(600 * k) for k in range(12)]
+    rates = [float(r["total_rate_rps"]) for r in rows]
+    # the two vllm-m pods: 2 req/s in the first hour, 4 in the second; the canary, the other model and the other
+    # namespace left out; the scrape's gap a window without a sample, written as 0
+    assert rates == pytest.approx([2, 2, 2, 2, 0, 2, 4, 4, 4, 4, 4, 4], abs=1e-6)
+    assert {r["mean_input_tokens"] for i, r in enumerate(rows) if i != 4} == {"500.0"}
+    assert {r["mean_output_tokens"] for i, r in enumerate(rows) if i != 4} == {"100.0"}
+    assert (rows[4]["mean_input_tokens"], rows[4]["mean_output_tokens"]) == ("", "")
+    assert "1 window(s) without a sample" in err and "peak 4.00 req/s" in err
+    # the loader reads it as ServeGen's, the gap filled from the windows beside it
+    curve = load_rate_curve(out)
+    assert [p.rate for p in curve] == pytest.approx([2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4])
+    assert {(p.mean_input, p.mean_output) for p in curve} == {(500.0, 100.0)}
+
+
+def test_the_whole_model_counts_every_deployment_of_it_and_a_window_of_a_minute_reads_as_fine(
+    prometheus: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "all.csv"
+    code, _, err = _export(prometheus, "-n", "llm", "--model", "m", "--window", "1m", "--out", str(out))
+    assert code == 0, err
+    rates = [float(r["total_rate_rps"]) for r in csv.DictReader(io.StringIO(out.read_text()))]
+    assert len(rates) == 120
+    assert rates[:40] == pytest.approx([2.5] * 40) and rates[50:60] == pytest.approx([2.5] * 10)
+    assert rates[40:50] == [0.0] * 10 and rates[60:] == pytest.approx([4.5] * 60)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-n", "llm"], "namespace 'llm' serves 2 models ('m', 'other'): pick one with --model"),
+        (["-n", "llm", "--model", "nope"], "Prometheus holds no request counter"),
+        (["-n", "LLM"], "--namespace 'LLM' is not a namespace name"),
+        (["-n", "llm", "--window", "30s"], "--window must be whole seconds and at least 1m"),
+        (["-n", "llm", "--window", "3h"], "--window 3h is longer than --since 2h"),
+        (["-n", "llm", "--since", "a week"], "--since: invalid duration 'a week'"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(
+    prometheus: str, tmp_path: Path, args: list[str], message: str
+) -> None:
+    out = tmp_path / "x.csv"
+    code, stdout, err = _export(prometheus, *args, "--out", str(out))
+    assert code == 2, stdout + err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_an_until_without_a_zone_and_a_prometheus_that_does_not_answer_are_said_in_a_line(tmp_path: Path) -> None:
+    out = tmp_path / "x.csv"
+    args = ["export-trace", "-n", "llm", "--out", str(out), "--until", "2026-12-01T00:00:00"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2 and "--until '2026-12-01T00:00:00' has no time zone" in result.stderr
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once the socket closes
+    result = CliRunner().invoke(
+        app, ["export-trace", "-n", "llm", "--out", str(out), "--prometheus-url", f"http://127.0.0.1:{port}"]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"error: Prometheus at http://127.0.0.1:{port}: cannot connect" in result.stderr
+    assert not out.exists()
+
+
+def test_a_long_export_is_read_in_range_queries_prometheus_accepts_each_window_once() -> None:
+    window = 60.0
+    start, end = window_grid(until=14 * 24 * HOUR + 59, since=14 * 24 * HOUR, window=window)
+    assert (start, end) == (0.0, 14 * 24 * HOUR)
+    parts = chunks(start, end, window)
+    ends = [t for first, last in parts for t in range(int(first), int(last) + 1, int(window))]
+    assert ends == list(range(60, 14 * 24 * HOUR + 1, 60))  # 20,160 window ends, none twice, none left out
+    assert all((last - first) / window + 1 <= MAX_STEPS for first, last in parts) and len(parts) == 3
+
+
+def test_the_curve_goes_to_stdout_with_a_dash(prometheus: str) -> None:
+    code, stdout, err = _export(prometheus, "-n", "llm", "--model", "other", "--out", "-")
+    assert code == 0, err
+    assert stdout.splitlines()[0] == "window_start_s,total_rate_rps,mean_input_tokens,mean_output_tokens"
+    assert len(stdout.splitlines()) == 13 and "to stdout" in err
