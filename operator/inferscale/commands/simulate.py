@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping
@@ -58,6 +59,7 @@ from inferscale.sim.fluid import curve_tables, run_fluid
 from inferscale.sim.outage import PROMETHEUS_DOWN
 from inferscale.sim.plots import plot_formats, plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
+from inferscale.sim.policies.context import BASELINE_TARGETS, check_baseline_target
 from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.run import RunResult, parallel, run_policy
@@ -228,6 +230,7 @@ def build_scenario(
     start: str | None = None,
     metrics_outage: str | None = None,
     outage_kind: str | None = None,
+    baseline_target: list[str] | None = None,
 ) -> Scenario:
     if outage_kind is not None and metrics_outage is None:
         raise SimulateInputError(f"--outage-kind {outage_kind} needs --metrics-outage START+DURATION")
@@ -264,12 +267,35 @@ def build_scenario(
         capacity_utilization=capacity_utilization,
         scale_down_release=release,
         scale_down_window=scale_down_window,
+        baseline_targets=baseline_targets(baseline_target or []),
         outage=(
             checks.outage("--metrics-outage", metrics_outage, outage_kind or PROMETHEUS_DOWN)
             if metrics_outage is not None
             else None
         ),
     )
+
+
+def baseline_targets(given: list[str]) -> tuple[tuple[str, float], ...]:
+    """--baseline-target NAME=VALUE, each peer at most once."""
+    out: list[tuple[str, float]] = []
+    for text in given:
+        name, eq, raw = text.partition("=")
+        name = name.strip()
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not eq or not name or math.isnan(value):
+            raise SimulateInputError(f"--baseline-target takes NAME=VALUE, e.g. keda-queue=10, got {text!r}")
+        if any(name == seen for seen, _ in out):
+            raise SimulateInputError(f"--baseline-target {name} is given twice")
+        try:
+            check_baseline_target(name, value)
+        except ValueError as e:
+            raise SimulateInputError(f"--baseline-target {e}") from None
+        out.append((name, value))
+    return tuple(out)
 
 
 def scenario_from_flags(flags: Mapping[str, Any], unset: frozenset[str] = frozenset()) -> Scenario:
@@ -486,6 +512,16 @@ def simulate(
     policy: Annotated[
         list[str] | None, typer.Option("--policy", help="Policy to run (repeatable); all when omitted.")
     ] = None,
+    baseline_target: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--baseline-target",
+            help="A peer's target as your own config sets it, NAME=VALUE (repeatable), instead of the one "
+            "calibrated on the trace: "
+            + "; ".join(f"{name}: {meaning}" for name, meaning in BASELINE_TARGETS.items())
+            + ".",
+        ),
+    ] = None,
     seed: SeedOpt = 0,
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
@@ -525,6 +561,11 @@ def simulate(
             )
         check_outputs(trace, json_out, plot, decisions)
         scenario = scenario_from_flags(locals())
+        idle = [name for name, _ in scenario.baseline_targets if name not in names]
+        if idle:
+            raise SimulateInputError(
+                f"--baseline-target {', '.join(idle)}: not among the policies; add --policy {' --policy '.join(idle)}"
+            )
         prepared = load(scenario, mode)
         outage_within(prepared)
 

@@ -36,9 +36,14 @@ def replay_bounds(ctx: PolicyContext) -> Bounds:
             "keda-queue": f"{keda.threshold:g} waiting per replica",
             "hpa-gpu-util": f"GPU busy {hpa.target:.0%}",
             "knative-kpa": (
-                f"{kpa.target_value:.0f} in flight per pod ({kpa.target:.0f} at the SLO × {TARGET_UTILIZATION:.0%})"
+                f"{kpa.target_value:.0f} in flight per pod ({kpa.target:.0f} "
+                f"{'given' if ctx.given_target(kpa.name) else 'at the SLO'} × {TARGET_UTILIZATION:.0%})"
             ),
-            "aibrix-apa": f"KV {apa.target:.2f} ({ctx.slo_kv_usage:.2f} at the SLO × {TARGET_UTILIZATION:.0%})",
+            "aibrix-apa": (
+                f"KV {apa.target:.2f} (given)"
+                if ctx.given_target(apa.name)
+                else f"KV {apa.target:.2f} ({ctx.slo_kv_usage:.2f} at the SLO × {TARGET_UTILIZATION:.0%})"
+            ),
             "wva-saturation": (
                 f"KV {KV_THRESHOLD:.2f} / queue {QUEUE_THRESHOLD:g} (spare {KV_SPARE_TRIGGER:.2f} / "
                 f"{QUEUE_SPARE_TRIGGER:g})"

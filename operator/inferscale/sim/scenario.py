@@ -62,6 +62,8 @@ class Scenario:
     # + 1m)
     scale_down_window: str | None = None
     outage: Outage | None = None  # a metrics outage on the replay's axis (`sim.outage`)
+    # (baseline, target) the user set for a peer, as its own config would (`policies.context.BASELINE_TARGETS`)
+    baseline_targets: tuple[tuple[str, float], ...] = ()
 
     def describe(self) -> dict[str, object]:
         return {
@@ -86,6 +88,7 @@ class Scenario:
             "scale_down_release": self.scale_down_release,
             "scale_down_window": self.scale_down_window,
             "metrics_outage": self.outage.describe() if self.outage is not None else None,
+            "baseline_targets": dict(self.baseline_targets),
         }
 
 
@@ -188,6 +191,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         capacity_utilization=s.capacity_utilization,
         scale_down_release=s.scale_down_release,
         scale_down_window=s.scale_down_window,
+        baseline_targets=s.baseline_targets,
         time_to_ready=s.time_to_ready.mean,
         time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,

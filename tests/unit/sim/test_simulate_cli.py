@@ -92,6 +92,18 @@ def test_json_has_the_scenario_and_every_requested_policy(azure_trace: Path, tmp
         (["--max-num-batched-tokens", "-2"], "--max-num-batched-tokens must be a whole number >= 1, got -2"),
         (["--time-scale", "1e-6"], "--time-scale 1e-06 stretches the trace's 9.99 minutes to 19 years"),
         (["--policy", "keda-queue", "--policy", "oracle", "--policy", "keda-queue"], "--policy keda-queue is given"),
+        (["--baseline-target", "keda-queue:10"], "--baseline-target takes NAME=VALUE, e.g. keda-queue=10, got"),
+        (["--baseline-target", "dynamo-sla=3"], "'dynamo-sla' takes no target here; those that do: hpa-gpu-util, "),
+        (["--baseline-target", "hpa-gpu-util=70"], "hpa-gpu-util=70: its target is the GPU busy share"),
+        (["--baseline-target", "keda-queue=0"], "keda-queue=0: its target is waiting requests per replica"),
+        (
+            ["--policy", "keda-queue", "--baseline-target", "keda-queue=3", "--baseline-target", "keda-queue=4"],
+            "--baseline-target keda-queue is given twice",
+        ),
+        (
+            ["--policy", "oracle", "--baseline-target", "aibrix-apa=0.5"],
+            "--baseline-target aibrix-apa: not among the policies; add --policy aibrix-apa",
+        ),
         (["--metrics-outage", "20m"], "--metrics-outage takes START+DURATION, e.g. 20m+10m, got '20m'"),
         (["--metrics-outage", "soon+10m"], "--metrics-outage start: invalid duration 'soon'"),
         (["--metrics-outage", "2m+0s"], "--metrics-outage duration must be positive, got '0s'"),
@@ -521,3 +533,21 @@ def test_a_build_scenario_argument_a_command_lacks_is_an_error_not_a_silent_defa
     flags = {"trace": Path("t.csv"), "rate_scale": 2.0}
     with pytest.raises(TypeError, match=r"missing from the command: .*model"):
         simulate_cmd.scenario_from_flags(flags)
+
+
+def test_a_peers_target_given_reaches_the_replay_and_moves_its_fleet(tmp_path: Path) -> None:
+    trace = drop_trace(tmp_path)
+
+    def run(*given: str) -> dict[str, Any]:
+        args = ("--policy", "hpa-gpu-util", "--policy", "keda-queue", "--rate-scale", "10")
+        return replay_json(trace, tmp_path / "r.json", *args, *given)
+
+    default = run()
+    given = run("--baseline-target", "keda-queue=1", "--baseline-target", "hpa-gpu-util=0.95")
+    assert (default["scenario"]["baseline_targets"], given["scenario"]["baseline_targets"]) == (
+        {},
+        {"keda-queue": 1.0, "hpa-gpu-util": 0.95},
+    )
+    # a GPU kept 95% busy takes fewer replicas than one kept at 60%
+    hours = [doc["policies"]["hpa-gpu-util"]["gpu_hours"] for doc in (default, given)]
+    assert hours[1] < 0.8 * hours[0], hours

@@ -76,7 +76,7 @@ class AIBrixAPA:
 
     def __init__(self, ctx: PolicyContext, target: float | None = None, pending_guard: bool = True) -> None:
         self.interval = RESYNC
-        self.target = target if target is not None else calibrated_kv_target(ctx)
+        self.target = target if target is not None else ctx.given_target(self.name) or calibrated_kv_target(ctx)
         self.pending_guard = pending_guard
         self.clamp = ctx.clamp
         self._kv = Samples(keep=OBSERVE_WINDOW)

@@ -16,6 +16,26 @@ from inferscale.sim.traces import RatePoint, rate_curve
 LENGTH_GRID = 1.05
 
 
+# The peers whose one target a user sets in their own config, and what the number means there. A replay with the
+# user's own value compares inferscale with what they run, not with the benchmark's calibration.
+BASELINE_TARGETS: dict[str, str] = {
+    "hpa-gpu-util": "the GPU busy share HPA keeps each pod at, as a fraction (0.6 is averageUtilization 60)",
+    "keda-queue": "waiting requests per replica (the Prometheus trigger's threshold)",
+    "knative-kpa": "concurrent requests per pod (autoscaling.knative.dev/target; its 70% utilization applies on top)",
+    "aibrix-apa": "the KV-cache usage APA keeps each pod at, as a fraction (its targetValue)",
+}
+_FRACTIONS = frozenset({"hpa-gpu-util", "aibrix-apa"})
+
+
+def check_baseline_target(name: str, value: float) -> None:
+    """Raises ValueError saying what `name`'s target means when it cannot be one."""
+    if name not in BASELINE_TARGETS:
+        raise ValueError(f"{name!r} takes no target here; those that do: {', '.join(BASELINE_TARGETS)}")
+    if not (math.isfinite(value) and value > 0) or (name in _FRACTIONS and value > 1):
+        bound = "a fraction in (0, 1]" if name in _FRACTIONS else "a positive number"
+        raise ValueError(f"{name}={value:g}: its target is {BASELINE_TARGETS[name]}, so {bound}")
+
+
 def _on_grid(tokens: float) -> float:
     if tokens <= 1:
         return 1.0
@@ -50,8 +70,12 @@ class PolicyContext:
     scale_down_release: str | None = None
     # inferscale's spec.behavior.scaleDown.stabilizationWindow ("300s"); None: unset, the time-to-ready + 1m
     scale_down_window: str | None = None
+    # (baseline, target) pairs the user set (`BASELINE_TARGETS`); a baseline not named keeps its calibrated default
+    baseline_targets: tuple[tuple[str, float], ...] = ()
 
     def __post_init__(self) -> None:
+        for name, value in self.baseline_targets:
+            check_baseline_target(name, value)
         for name in ("slo_ttft", "slo_itl", "interval"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
@@ -82,6 +106,10 @@ class PolicyContext:
             )
         if self.curve is not None and len(self.curve) == 0:
             raise ValueError("PolicyContext.curve is empty; pass None to derive it from the trace")
+
+    def given_target(self, baseline: str) -> float | None:
+        """The target the user set for `baseline`, or None (its default)."""
+        return next((value for name, value in self.baseline_targets if name == baseline), None)
 
     def clamp(self, replicas: int) -> int:
         return min(max(replicas, self.min_replicas), self.max_replicas)

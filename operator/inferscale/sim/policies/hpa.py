@@ -31,9 +31,9 @@ METRIC_LAG = 15.0
 class HPAGpuUtil:
     name = "hpa-gpu-util"
 
-    def __init__(self, ctx: PolicyContext, target: float = TARGET_UTILIZATION, metric_lag: float = METRIC_LAG) -> None:
+    def __init__(self, ctx: PolicyContext, target: float | None = None, metric_lag: float = METRIC_LAG) -> None:
         self.interval = SYNC_PERIOD
-        self.target = target
+        self.target = target if target is not None else ctx.given_target(self.name) or TARGET_UTILIZATION
         self.metric_lag = metric_lag
         self._behavior = HPABehavior(max(ctx.min_replicas, 1), ctx.max_replicas)
         self._util = Samples(keep=metric_lag + 4 * SYNC_PERIOD)

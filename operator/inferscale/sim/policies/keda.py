@@ -33,9 +33,9 @@ COOLDOWN_PERIOD = 360.0
 class KedaQueue:
     name = "keda-queue"
 
-    def __init__(self, ctx: PolicyContext, threshold: float = THRESHOLD, cooldown: float = COOLDOWN_PERIOD) -> None:
+    def __init__(self, ctx: PolicyContext, threshold: float | None = None, cooldown: float = COOLDOWN_PERIOD) -> None:
         self.interval = POLLING_INTERVAL
-        self.threshold = threshold
+        self.threshold = threshold if threshold is not None else ctx.given_target(self.name) or THRESHOLD
         self.cooldown = cooldown
         self.min_replicas = ctx.min_replicas
         self._behavior = HPABehavior(max(ctx.min_replicas, 1), ctx.max_replicas)

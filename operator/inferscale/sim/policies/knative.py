@@ -51,7 +51,7 @@ class KnativeKPA:
 
     def __init__(self, ctx: PolicyContext, target: float | None = None) -> None:
         self.interval = TICK
-        self.target = target if target is not None else slo_concurrency(ctx)
+        self.target = target if target is not None else ctx.given_target(self.name) or slo_concurrency(ctx)
         self.target_value = self.target * TARGET_UTILIZATION
         self.min_replicas = max(ctx.min_replicas, 1)
         self.max_replicas = ctx.max_replicas
