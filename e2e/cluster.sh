@@ -124,9 +124,11 @@ start_controllers() {
     --bind-address=127.0.0.1 --secure-port=10259 --leader-elect=false
   "$REPO/.venv/bin/python" "$REPO/e2e/make_stages.py" "$KWOK_DIR" "$E2E/kwok-stages.yaml" \
     || die "writing kwok stages failed (is the venv set up? run 'make setup')"
+  # Pod IPs from a loopback range: an engine's stand-in can listen at its pod's own IP (all of 127.0.0.0/8 is
+  # this machine's), where an operator reading the pods' /metrics directly (spec.metrics.podPort) finds it.
   start kwok "$E2E_BIN/kwok" --kubeconfig="$KC" --config="$E2E/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --node-lease-duration-seconds=40 --cidr=10.244.0.0/16 --node-ip=10.244.0.1 \
+    --node-lease-duration-seconds=40 --cidr=127.244.0.0/16 --node-ip=10.244.0.1 \
     --server-address=127.0.0.1:10247
   wait_for 60 "the default ServiceAccount (kube-controller-manager)" kubectl_ -n default get serviceaccount default
 }

@@ -7,6 +7,7 @@ Pods added by the operator join as soon as the API says they are Ready; values a
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import json
 import threading
@@ -124,27 +125,46 @@ def render_sglang(model: str, v: Values, s: PodState) -> str:
 
 
 class Exporter:
-    def __init__(self, cluster: Cluster, namespace: str, app: str, model: str, dialect: str = "vllm") -> None:
+    """`pod_port`: each Ready pod's page is also served at its own IP on that port, as an engine serves its
+    /metrics (the local stack's kwok gives pods loopback IPs, so the operator can reach them there)."""
+
+    def __init__(
+        self, cluster: Cluster, namespace: str, app: str, model: str, dialect: str = "vllm", pod_port: int | None = None
+    ) -> None:
         self.cluster, self.namespace, self.app, self.model = cluster, namespace, app, model
         self.render = render_sglang if dialect == "sglang" else render
         self.values = Values()
         self.own: dict[str, dict[str, float]] = {}  # pod -> the values it reports unlike the others
         self.serving = True
         self.pods: dict[str, PodState] = {}
+        self.pod_port = pod_port
+        self.at_pod: dict[str, http.server.ThreadingHTTPServer] = {}  # pod -> its page at its own IP
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), self._handler(None))
+        self.address = f"127.0.0.1:{self.server.server_address[1]}"
+        self.target_name = f"exporter-{namespace}-{app}"
+        self._threads = [
+            threading.Thread(target=self.server.serve_forever, daemon=True),
+            threading.Thread(target=self._follow_pods, daemon=True),
+        ]
+
+    def page(self, pod: str) -> bytes | None:
+        with self._lock:
+            state = self.pods.get(pod)
+            if not self.serving or state is None:
+                return None
+            values = replace(self.values, **self.own.get(pod, {}))
+            state.advance(values)
+            return self.render(self.model, values, state).encode()
+
+    def _handler(self, pod: str | None) -> type[http.server.BaseHTTPRequestHandler]:
+        """Serves /metrics/<pod> (Prometheus's targets), or `pod`'s own /metrics (at its own address)."""
         exporter = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:
-                pod = self.path.rsplit("/", 1)[-1]
-                with exporter._lock:
-                    state = exporter.pods.get(pod)
-                    body = None
-                    if exporter.serving and state is not None:
-                        values = replace(exporter.values, **exporter.own.get(pod, {}))
-                        state.advance(values)
-                        body = exporter.render(exporter.model, values, state).encode()
+                body = exporter.page(pod if pod is not None else self.path.rsplit("/", 1)[-1])
                 if body is None:
                     self.send_response(503)
                     self.end_headers()
@@ -157,13 +177,7 @@ class Exporter:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.address = f"127.0.0.1:{self.server.server_address[1]}"
-        self.target_name = f"exporter-{namespace}-{app}"
-        self._threads = [
-            threading.Thread(target=self.server.serve_forever, daemon=True),
-            threading.Thread(target=self._follow_pods, daemon=True),
-        ]
+        return Handler
 
     def start(self) -> Exporter:
         for t in self._threads:
@@ -173,6 +187,9 @@ class Exporter:
     def stop(self) -> None:
         self._stop.set()
         self.server.shutdown()
+        for server in self.at_pod.values():
+            server.shutdown()
+            server.server_close()
         (self.cluster.targets_dir / f"{self.target_name}.json").unlink(missing_ok=True)
 
     def set(self, **values: float) -> None:
@@ -189,27 +206,42 @@ class Exporter:
         with self._lock:
             self.serving = False
 
-    def _ready_pods(self) -> list[str]:
+    def _ready_pods(self) -> dict[str, str]:
+        """Ready pod -> its IP ("" before it has one), by name."""
         items = self.cluster.kubectl_json("get", "pods", "-n", self.namespace, "-l", f"app={self.app}")["items"]
-        out = []
+        out = {}
         for p in items:
             conds = {c["type"]: c["status"] for c in p.get("status", {}).get("conditions", [])}
             if conds.get("Ready") == "True" and not p["metadata"].get("deletionTimestamp"):
-                out.append(p["metadata"]["name"])
-        return sorted(out)
+                out[p["metadata"]["name"]] = p.get("status", {}).get("podIP") or ""
+        return dict(sorted(out.items()))
+
+    def _serve_at_pods(self, ips: dict[str, str]) -> None:
+        if self.pod_port is None:
+            return
+        for pod in set(self.at_pod) - set(ips):
+            server = self.at_pod.pop(pod)
+            server.shutdown()
+            server.server_close()
+        for pod, ip in ips.items():
+            if pod not in self.at_pod and ip:
+                server = http.server.ThreadingHTTPServer((ip, self.pod_port), self._handler(pod))
+                threading.Thread(target=server.serve_forever, daemon=True).start()
+                self.at_pod[pod] = server
 
     def _follow_pods(self) -> None:
         registered: list[str] = []
+        ips: dict[str, str] = {}
         while not self._stop.is_set():
-            try:
-                pods = self._ready_pods()
-            except AssertionError:
-                pods = registered
+            with contextlib.suppress(AssertionError):  # the API server did not answer: the pods stay as they were
+                ips = self._ready_pods()
+            pods = list(ips)
             with self._lock:
                 for p in pods:
                     self.pods.setdefault(p, PodState())
                 for p in set(self.pods) - set(pods):
                     del self.pods[p]
+            self._serve_at_pods(ips)
             if pods != registered:
                 groups = [
                     {

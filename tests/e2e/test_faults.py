@@ -28,6 +28,7 @@ import os
 import pathlib
 import random
 import signal
+import socket
 import threading
 import time
 import urllib.parse
@@ -43,7 +44,7 @@ from tests.e2e.faults import Faults, bindable
 from tests.e2e.infsvc import TICK, condition, replicas, service, status, status_where
 from tests.e2e.operator_proc import OperatorProcess
 from tests.e2e.proxy import Proxy
-from tests.e2e.test_stack import ts
+from tests.e2e.test_stack import gpu_deployment, ts
 
 pytestmark = pytest.mark.usefixtures("crd")
 
@@ -113,6 +114,61 @@ def test_a_a_prometheus_outage_holds_the_count_and_decisions_resume_after_it(
         cluster, namespace, lambda s: s.get("desiredReplicas", 3) < 3, TICK + 5, "the scale-down's status"
     )
     assert (condition(st, "MetricsAvailable") or {}).get("status") == "True", st.get("conditions")
+
+
+@pytest.fixture
+def at_pod_ips(local_cluster: Cluster, namespace: str) -> Iterator[Exporter]:
+    """The 1-replica Deployment's engines, each also serving /metrics at its pod's own IP on one port."""
+    with socket.socket() as s:
+        s.bind(("127.244.255.254", 0))  # kwok's pod IPs are 127.244.0.0/16 (e2e/cluster.sh)
+        port = int(s.getsockname()[1])
+    local_cluster.kubectl("apply", "-n", namespace, "-f", "-", input=gpu_deployment("llm", 1, 1))
+    exporter = Exporter(local_cluster, namespace, "llm", "m", pod_port=port).start()
+    yield exporter
+    exporter.stop()
+
+
+def test_f_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scales_up_never_down(
+    local_cluster: Cluster, namespace: str, at_pod_ips: Exporter, operator: OperatorProcess, faults: Faults
+) -> None:
+    cluster, engines, window = local_cluster, at_pod_ips, 20.0
+    port = engines.pod_port
+    cluster.kubectl("scale", "deployment", "llm", "-n", namespace, "--replicas=3")
+    eventually(lambda: len(engines.at_pod) == 3, 60, "3 Ready pods serving /metrics at their own IPs")
+    engines.set(kv=0.6, waiting=0, running=4)
+    behavior = {"interval": "5s", "scaleDown": {"stabilizationWindow": f"{window:.0f}s", "period": "10s"}}
+    body = service("llm", behavior=behavior, metrics={"podPort": port})
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", input=body)
+    operator.start()
+
+    def reason() -> str | None:
+        return (condition(status(cluster, namespace), "MetricsAvailable") or {}).get("reason")
+
+    # from Prometheus first: the pods are read only while it cannot give the metrics
+    eventually(lambda: reason() == "MetricsComplete", 60, "MetricsAvailable=True from Prometheus")
+
+    def read_from_pods() -> bool:
+        c = condition(status(cluster, namespace), "MetricsAvailable") or {}
+        return c.get("status") == "True" and f"Ready pods' /metrics on port {port} directly" in c.get("message", "")
+
+    with faults.killed("prometheus"):
+        began = time.monotonic()
+        eventually(read_from_pods, 3 * TICK + 15, "MetricsAvailable=True read from the pods")
+        said = time.monotonic() - began
+        engines.set(waiting=20)  # 20 waiting on each pod against the target of 4 per replica: more replicas
+        eventually(lambda: replicas(cluster, namespace) > 3, REACTION + BUFFER, "a scale-up seen only by the pods")
+        up = time.monotonic() - began
+        top = replicas(cluster, namespace)
+        engines.set(waiting=0, kv=0.05, running=0)  # the load drops: no scale-down rests on the pods' figures
+        held = []
+        while time.monotonic() - began < up + window + 30:
+            held.append(replicas(cluster, namespace))
+            time.sleep(1.0)
+        assert min(held) >= top, f"the pods' figures shrank the fleet during the outage: {held}"
+        assert reason() == "MetricsPartial", reason()
+        print(f"Prometheus killed: read from the pods after {said:.1f}s; scaled 3 -> {top} at {up:.1f}s; held")
+    bound = window + 60 + REACTION + BUFFER
+    eventually(lambda: replicas(cluster, namespace) < top, bound, "the scale-down once Prometheus answers")
 
 
 @pytest.mark.parametrize(

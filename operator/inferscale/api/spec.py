@@ -333,6 +333,15 @@ class Metrics(BaseModel):
     stale_after: PositiveDuration = Field(
         default="60s", description="Samples older than this count as missing: hold the current count."
     )
+    pod_port: int | None = Field(
+        default=None,
+        ge=1,
+        le=65535,
+        description="While Prometheus cannot give the engines' metrics (down, or their series gone), read each Ready "
+        "pod's /metrics on this port directly (vLLM serves it on its API port, 8000 by default; SGLang with "
+        "--enable-metrics on its own): the operator can then scale up through the outage, never down, until "
+        "Prometheus answers again. Unset: hold the count. Needs the operator to reach the pods' IPs.",
+    )
 
 
 class InferenceServiceSpec(BaseModel):

@@ -231,9 +231,12 @@ def build_scenario(
     metrics_outage: str | None = None,
     outage_kind: str | None = None,
     baseline_target: list[str] | None = None,
+    read_pods: bool = False,
 ) -> Scenario:
     if outage_kind is not None and metrics_outage is None:
         raise SimulateInputError(f"--outage-kind {outage_kind} needs --metrics-outage START+DURATION")
+    if read_pods and metrics_outage is None:
+        raise SimulateInputError("--read-pods says how inferscale lives through an outage: it needs --metrics-outage")
     window = trace_window(trace, fmt, rate_scale, time_scale, start, duration)
     checks.seed(seed)
     checks.tensor_parallel(tp, model)
@@ -268,6 +271,7 @@ def build_scenario(
         scale_down_release=release,
         scale_down_window=scale_down_window,
         baseline_targets=baseline_targets(baseline_target or []),
+        reads_pods=read_pods,
         outage=(
             checks.outage("--metrics-outage", metrics_outage, outage_kind or PROMETHEUS_DOWN)
             if metrics_outage is not None
@@ -522,6 +526,14 @@ def simulate(
             + ".",
         ),
     ] = None,
+    read_pods: Annotated[
+        bool,
+        typer.Option(
+            "--read-pods",
+            help="Give inferscale spec.metrics.podPort: through --metrics-outage it reads the pods' /metrics "
+            "itself (scale-ups only) instead of holding its count.",
+        ),
+    ] = False,
     seed: SeedOpt = 0,
     max_num_seqs: MaxNumSeqsOpt = None,
     max_num_batched_tokens: MaxNumBatchedTokensOpt = None,
@@ -552,6 +564,7 @@ def simulate(
             "--scale-down-release": scale_down_release,
             "--scale-down-window": scale_down_window,
             "--slo-tpot-p95": slo_tpot,
+            "--read-pods": read_pods or None,
         }
         given = [flag for flag, value in own.items() if value is not None]
         if given and EXPLAINED not in names:

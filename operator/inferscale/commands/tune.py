@@ -308,7 +308,8 @@ def tune(
         check_outputs(trace, json_out, None, None)
         flags = locals() | {"seed": seed_list[0]}
         scenario = scenario_from_flags(
-            flags, unset=frozenset({"capacity_utilization", "metrics_outage", "outage_kind", "baseline_target"})
+            flags,
+            unset=frozenset({"capacity_utilization", "metrics_outage", "outage_kind", "baseline_target", "read_pods"}),
         )
         prepared = load(scenario, mode)
         short = too_short(prepared)

@@ -71,7 +71,7 @@ _LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 
 def slim(obj: Obj, plural: str) -> Obj:
-    """What a tick keeps of a listed object: pods keep identity, labels, readiness and the deletion cost
+    """What a tick keeps of a listed object: pods keep identity, labels, readiness, their IP and the deletion cost
     the operator sets (adapters.deletion_cost); other kinds lose managedFields and kubectl's copy of the
     last applied object, so a thousand services and their pods do not sit in memory as full objects."""
     meta = obj.get("metadata") or {}
@@ -95,6 +95,7 @@ def slim(obj: Obj, plural: str) -> Obj:
                 "phase": status.get("phase"),
                 "conditions": status.get("conditions"),
                 "restarts": restarts(status),
+                "podIP": status.get("podIP"),  # where spec.metrics.podPort reads the engine (adapters.pod_metrics)
             },
         }
     meta = {k: v for k, v in meta.items() if k != "managedFields"}

@@ -68,7 +68,7 @@ from inferscale.handlers.status import (
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
-from inferscale.scaling.types import Decision, Observation, RateSample, ScalerState
+from inferscale.scaling.types import Decision, MetricsState, Observation, RateSample, ScalerState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 TEMPLATE_HASH = "inferscale.dev/template-hash"
@@ -479,6 +479,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     obs, why = observe(
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
     )
+    if spec.metrics.pod_port is not None and obs.state in (MetricsState.MISSING, MetricsState.STALE) and ts.ready_pods:
+        obs, why = await _from_pods(rt, now, spec, workload, pods, policy.stale_after, (obs, why))
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
@@ -551,6 +553,43 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         retract=retract, others=others, steer=steer or "", failed=failed,
     )  # fmt: skip
     return decision
+
+
+async def _from_pods(
+    rt: Runtime,
+    now: float,
+    spec: InferenceServiceSpec,
+    workload: Workload,
+    pods: Sequence[Mapping[str, Any]],
+    stale_after: float,
+    seen: tuple[Observation, str],
+) -> tuple[Observation, str]:
+    """The engines' own /metrics while Prometheus cannot give them (spec.metrics.podPort); what Prometheus gave
+    (`seen`) when the pods do not answer either."""
+    port = spec.metrics.pod_port
+    ips = {(p.get("metadata") or {}).get("name"): (p.get("status") or {}).get("podIP") for p in pods}
+    targets = [
+        (workload.namespace, pod, f"http://{_host(ip)}:{port}/metrics")
+        for pod in sorted(workload.ready_pods)
+        if isinstance(ip := ips.get(pod), str) and ip
+    ]
+    obs, why = seen
+    if not targets:
+        return obs, f"{why}; no Ready pod has an IP to read port {port} at"
+    snap, errors = await rt.pod_reads.snapshot(now, targets)
+    direct, said = observe(snap, workload, spec.model.name, stale_after, spec.engine)
+    if direct.state not in (MetricsState.COMPLETE, MetricsState.PARTIAL):
+        return (
+            obs,
+            f"{why}; the pods' /metrics on port {port} gave nothing usable either: {'; '.join(errors[:2]) or said}",
+        )
+    read = len(targets) - len(errors)
+    text = f"{why}; read {read} of {len(workload.ready_pods)} Ready pods' /metrics on port {port} directly ({said})"
+    return direct, text + (f"; {errors[0]}" if errors else "")
+
+
+def _host(ip: str) -> str:
+    return f"[{ip}]" if ":" in ip else ip
 
 
 def _log_decision(rt: Runtime, who: str, last: Any, decision: Decision, acted: bool) -> None:

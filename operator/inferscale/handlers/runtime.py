@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from inferscale.adapters.kube import KubeApi, KubeError
+from inferscale.adapters.pod_metrics import PodReads
 from inferscale.adapters.workload import rfc3339
 from inferscale.api.models import API_VERSION, KIND
 from inferscale.handlers import metrics
@@ -52,6 +53,8 @@ class Runtime:
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
     deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
     refused_releases: set[str] = field(default_factory=set)  # pod uids whose cost could not be taken off for good
+    # the engines' own /metrics read through a Prometheus outage, kept between ticks for their rates (podPort)
+    pod_reads: PodReads = field(default_factory=PodReads)
 
     def refuse_scale(self, uid: str, now: float, message: str) -> ScaleRefusal:
         last = self.refused_scales.get(uid)

@@ -49,6 +49,9 @@ RATE_FAMILIES = (REQUESTS, PROMPT_TOKENS, GENERATION_TOKENS)
 # prompt tokens served from the prefix cache, counted where the prompt's are (per request, at its prefill): not a
 # rate family of its own, an engine without the counter leaves the prompts whole, as they were before
 CACHED_PROMPT_TOKENS = "cached_prompt_tokens"
+# the failed query an Observation read from the pods themselves names (spec.metrics.podPort): Prometheus did not
+# give the metrics, so no scale-down rests on what the pods show
+PROMETHEUS = "prometheus"
 
 
 @dataclass(frozen=True)

@@ -167,7 +167,7 @@ def run_fluid(
     history: list[RateSample] = []
     timeline = Timeline()
     log = DecisionLog(policy)
-    view = OutageView(cfg.outage, policy.name)
+    view = OutageView(cfg.outage, policy.name, getattr(policy, "reads_pods", False))
     next_decide = cfg.first_decision(policy.interval)
     next_sample = cfg.timeline_step
     next_history = 60.0
@@ -217,7 +217,7 @@ def run_fluid(
             latency.clear()
             minute.clear()
         if now >= next_history:
-            if (served_rate := minute.rate(minute.served)) is not None:
+            if view.stores(now) and (served_rate := minute.rate(minute.served)) is not None:
                 history.append(RateSample(now, served_rate))
             next_history += 60.0
         if now >= next_decide:

@@ -19,15 +19,19 @@ DCGM exporter, scraped apart from vLLM; Dynamo's planner reads its frontend's co
 trace). After the outage Prometheus holds no samples for it: the rate history keeps a gap, and the windows of
 the first minutes after it (1-m rates, 2-m latency histograms) span only what was scraped since (`keeps`), as
 PromQL's rate and increase over a range with a hole in it do.
+
+inferscale with `spec.metrics.podPort` (`simulate --read-pods`) `PODS`: it reads the pods' /metrics itself
+through either kind (`adapters.pod_metrics`): the engines' own figures, its first read of the outage the gauges
+alone, and Prometheus named failed so that no scale-down rests on them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
-from inferscale.scaling.types import MetricsState, Observation, RateSample
+from inferscale.scaling.types import PROMETHEUS, MetricsState, Observation, RateSample
 
 PROMETHEUS_DOWN = "prometheus-down"
 VLLM_UNSCRAPED = "vllm-unscraped"
@@ -40,6 +44,7 @@ class Behaviour(Enum):
     BLIND = "decides on what the outage leaves"
     HOLD = "skips its decisions"
     UNAFFECTED = "unaffected"
+    PODS = "reads the pods"
 
 
 _B, _H, _U = Behaviour.BLIND, Behaviour.HOLD, Behaviour.UNAFFECTED
@@ -80,16 +85,26 @@ class OutageView:
     """One replay's policy seen through an outage: `decide` calls the policy, or not, with what it would see.
     The replay stores no scrape the outage takes away (`keeps`), so its rate history already has the gap."""
 
-    def __init__(self, outage: Outage | None, policy_name: str) -> None:
+    def __init__(self, outage: Outage | None, policy_name: str, reads_pods: bool = False) -> None:
         self.outage = outage
         known = BEHAVIOUR.get(policy_name)
         if outage is not None and known is None:
             raise ValueError(f"no outage behaviour is known for policy {policy_name!r}")
         self.behaviour = known[outage.kind] if outage is not None and known is not None else _U
+        if reads_pods and self.behaviour is _B:
+            self.behaviour = Behaviour.PODS
+        self._first_read: float | None = None  # when the pods were first read in the outage
 
     def keeps(self, at: float) -> bool:
-        """Whether the Prometheus this policy reads stores the scrape at `at`: not inside an outage that
-        reaches it (a policy reading another source keeps its own samples)."""
+        """Whether the windows this policy reads hold the scrape at `at`: not inside an outage that reaches
+        them (a policy reading another source keeps its own samples; inferscale reading the pods keeps its own
+        reads, which end when Prometheus answers again: its first minute back reads them as Prometheus's)."""
+        outage = self.outage
+        return outage is None or self.behaviour in (_U, Behaviour.PODS) or not outage.covers(at)
+
+    def stores(self, at: float) -> bool:
+        """Whether Prometheus stores the scrape at `at` for the rate history a policy reads back: the pods'
+        reads through an outage are the operator's own, not Prometheus's."""
         outage = self.outage
         return outage is None or self.behaviour is _U or not outage.covers(at)
 
@@ -101,7 +116,31 @@ class OutageView:
         if self.behaviour is _H:
             return None
         seen: Sequence[RateSample] = () if outage.kind == PROMETHEUS_DOWN else history
+        if self.behaviour is Behaviour.PODS:
+            first = self._first_read is None
+            self._first_read = now if first else self._first_read
+            return decide(pods_read(obs, first), now, seen)
         return decide(blind(obs), now, seen)
+
+
+def pods_read(obs: Observation, first: bool) -> Observation:
+    """What the operator's own reads of the pods' /metrics give (`adapters.pod_metrics`, spec.metrics.podPort):
+    the engines' figures, Prometheus named failed so that no scale-down rests on them; the first read of the
+    outage has the gauges only, its counters' rates need a second read."""
+    failed = obs.failed_queries | {PROMETHEUS}
+    if not first:
+        return replace(obs, failed_queries=failed)
+    return replace(
+        blind(obs),
+        state=obs.state,
+        pods_reporting=obs.pods_reporting,
+        kv_cache_utilization=obs.kv_cache_utilization,
+        kv_cache_utilization_max=obs.kv_cache_utilization,
+        waiting=obs.waiting,
+        running=obs.running,
+        newest_sample_at=obs.newest_sample_at,
+        failed_queries=failed,
+    )
 
 
 def blind(obs: Observation) -> Observation:

@@ -126,7 +126,7 @@ def run_policy(
     observer = Observer(cfg.scrape_interval)
     timeline = Timeline()
     log = DecisionLog(policy)
-    view = OutageView(cfg.outage, policy.name)
+    view = OutageView(cfg.outage, policy.name, getattr(policy, "reads_pods", False))
     interval = policy.interval
     if not (interval > 0 and math.isfinite(interval)):
         raise ValueError(f"policy {policy.name!r} has an invalid interval {interval!r}")
@@ -148,7 +148,7 @@ def run_policy(
                 fleet.promote(tau)
             if next_scrape <= tau:
                 fleet.reap(tau)
-                observer.scrape(tau, fleet, arrived, view.keeps(tau))
+                observer.scrape(tau, fleet, arrived, view.keeps(tau), view.stores(tau))
                 next_scrape += cfg.scrape_interval
             if next_decide <= tau:
                 obs = observer.observe(tau, fleet)

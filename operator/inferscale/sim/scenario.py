@@ -64,6 +64,7 @@ class Scenario:
     outage: Outage | None = None  # a metrics outage on the replay's axis (`sim.outage`)
     # (baseline, target) the user set for a peer, as its own config would (`policies.context.BASELINE_TARGETS`)
     baseline_targets: tuple[tuple[str, float], ...] = ()
+    reads_pods: bool = False  # inferscale's spec.metrics.podPort set (`sim.outage`, PODS)
 
     def describe(self) -> dict[str, object]:
         return {
@@ -89,6 +90,7 @@ class Scenario:
             "scale_down_window": self.scale_down_window,
             "metrics_outage": self.outage.describe() if self.outage is not None else None,
             "baseline_targets": dict(self.baseline_targets),
+            "reads_pods": self.reads_pods,
         }
 
 
@@ -192,6 +194,7 @@ def _context(s: Scenario, profile: ReplicaProfile, trace: Trace, curve: tuple[Ra
         scale_down_release=s.scale_down_release,
         scale_down_window=s.scale_down_window,
         baseline_targets=s.baseline_targets,
+        reads_pods=s.reads_pods,
         time_to_ready=s.time_to_ready.mean,
         time_to_ready_max=s.time_to_ready.high,
         min_replicas=s.min_replicas,

@@ -59,7 +59,12 @@ async def test_a_list_is_read_in_pages_and_each_page_slimmed(api: tuple[KubeApi,
     assert len(seen) == 3 and all(q["limit"] == str(LIST_PAGE) for q in seen)
     assert items[0] == {
         "metadata": {"name": "p0", "namespace": "ns", "labels": {"app": "llm"}},
-        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "restarts": 0},
+        "status": {
+            "phase": "Running",
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "restarts": 0,
+            "podIP": "10.0.0.1",  # where spec.metrics.podPort reads the engine
+        },
     }
 
 

@@ -1197,3 +1197,67 @@ async def test_a_model_the_spec_gives_no_tp_for_is_sized_at_the_pod_s(args: list
         assert capacity and capacity[0].target is not None and "(prior)" in capacity[0].message
     else:
         assert "tensor-parallel size" in decision.message
+
+
+async def test_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scales_up_never_down() -> None:
+    from tests.unit.adapters.test_pod_metrics import MODEL, serving, vllm_page
+
+    # two Ready pods at their own IPs (loopback addresses, as pod IPs are each their own), a queue building
+    ips = {"llm-7d9f8c6b5-x2x4q": "127.0.0.2", "llm-7d9f8c6b5-b7kqz": "127.0.0.3"}
+    pods = [{**ready_pod(name), "status": {**ready_pod(name)["status"], "podIP": ip}} for name, ip in ips.items()]
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    served = {"requests": 0.0, "waiting": 20.0}
+
+    def page() -> str:
+        return vllm_page(served["requests"], 0, 0, served["requests"], 0, waiting=served["waiting"])
+
+    spec = {**GOOD, "model": {"name": MODEL}, "metrics": {"podPort": port}, "replicas": {"min": 1, "max": 10}}
+    kube = FakeKube()
+    rt = runtime(kube)
+    async with serving({ip: page for ip in ips.values()}, port):
+        first = await reconcile(rt, tick(pods={"ns": pods}), svc(spec))
+        served["requests"] = 300.0
+        later = tick(pods={"ns": pods})
+        later.at = NOW + 10.0
+        second = await reconcile(rt, later, svc(spec, kube.statuses()[-1]))
+    assert first is not None and second is not None
+    # 40 waiting on each pod (both engines) is 10 per replica over the target of 4: up, through the outage
+    assert first.replicas > 2 and first.metrics_available
+    metrics = next(c for c in kube.statuses()[-1]["conditions"] if c["type"] == "MetricsAvailable")
+    assert metrics["status"] == "True" and "Prometheus did not answer" in metrics["message"]
+    assert f"read 2 of 2 Ready pods' /metrics on port {port} directly" in metrics["message"]
+    # the second read makes rates of the counters: 300 requests per engine in 10 s on each of two pods
+    observed = kube.statuses()[-1]["observed"]
+    assert float(observed["requestRate"]) == pytest.approx(120.0) and observed["podsReporting"] == 2
+    assert second.replicas > second.current
+
+    # an idle fleet of 4 read from the pods is not shrunk, even with no scale-down window: only Prometheus,
+    # once back, decides the way down
+    served["waiting"] = 0.0
+    behavior = {"scaleDown": {"stabilizationWindow": "0s"}}
+    idle = svc({**spec, "behavior": behavior}, kube.statuses()[-1])
+    four = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": 4}}
+    async with serving({ip: page for ip in ips.values()}, port):
+        t = tick(pods={"ns": pods}, deployments={("ns", "llm"): four})
+        t.at = NOW + 400.0
+        down = await reconcile(rt, t, idle)
+    assert down is not None and down.current == 4 and down.replicas == 4
+    assert "no scale-down while a query failed" in down.message and "prometheus" in down.message
+
+
+async def test_without_a_pod_port_or_an_answer_from_the_pods_the_outage_holds() -> None:
+    pods = [{**ready_pod("llm-7d9f8c6b5-x2x4q"), "status": {**ready_pod("x")["status"], "podIP": "127.0.0.2"}}]
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]  # nothing listens there once the socket closes
+    kube = FakeKube()
+    decision = await reconcile(runtime(kube), tick(pods={"ns": pods}), svc({**GOOD, "metrics": {"podPort": port}}))
+    assert decision is not None and not decision.changed
+    metrics = next(c for c in kube.statuses()[-1]["conditions"] if c["type"] == "MetricsAvailable")
+    assert (
+        metrics["status"] == "False"
+        and f"the pods' /metrics on port {port} gave nothing usable either" in (metrics["message"])
+    )
+    assert "cannot connect" in metrics["message"]

@@ -227,3 +227,40 @@ def test_after_an_outage_the_fluid_windows_hold_only_what_was_scraped_since() ->
     assert first["gapped"].request_rate == pytest.approx(40.0)  # the steps since the outage: all at 40 req/s
     whole_rate = first["whole"].request_rate
     assert whole_rate is not None and whole_rate < 30.0  # a minute that reaches back to the 5 req/s before 600
+
+
+def test_inferscale_reading_the_pods_sees_their_gauges_then_their_rates_and_names_prometheus_failed() -> None:
+    view, decide = OutageView(OUTAGE_DOWN, "inferscale", reads_pods=True), Recorder()
+    for now in (240.0, 300.0, 310.0):
+        view.replicas(decide, seen(now), now, history_until(now))
+    before, first, second = (obs for obs, _, _ in decide.calls)
+    assert before == seen(240.0)  # before the outage, Prometheus's
+    # the first read: the gauges alone; a counter's rate needs a second read
+    assert (first.waiting, first.kv_cache_utilization, first.pods_reporting) == (3.0, 0.5, 4)
+    assert first.request_rate is None and first.ttft_p95 is None and first.failed_queries == {"prometheus"}
+    assert second == replace(seen(310.0), failed_queries=frozenset({"prometheus"}))
+    assert decide.calls[1][2] == []  # the range query failed: no new history
+    # a controller that skips its rounds is not made to read the pods
+    assert OutageView(OUTAGE_DOWN, "wva-saturation", reads_pods=True).behaviour is Behaviour.HOLD
+
+
+def test_through_an_outage_a_rise_reading_the_pods_scales_up_and_never_down(tmp_path: Path) -> None:
+    trace = tmp_path / "rise.csv"  # 1 request/s for 3 minutes, 12/s for 5, then 1/s again
+    lines, t = ["TIMESTAMP,ContextTokens,GeneratedTokens\n"], 0.0
+    while t < 720.0:
+        m, s = divmod(t, 60)
+        lines.append(f"2023-11-16 18:{10 + int(m):02d}:{s:09.6f},{300 + int(t * 7) % 350},{20 + int(t) % 40}\n")
+        t += 1 / 12 if 180.0 <= t < 480.0 else 1.0
+    trace.write_text("".join(lines))
+    outage = Outage(PROMETHEUS_DOWN, 150.0, 700.0)
+
+    def run(reads_pods: bool) -> RunResult:
+        scenario = Scenario(trace, rate_scale=30.0, time_to_ready=TimeToReady.parse("60s"), outage=outage)
+        prepared = prepare(replace(scenario, reads_pods=reads_pods))
+        return run_policy(prepared.workload, prepared.policy("inferscale"), prepared.run_config)
+
+    holding, reading = run(False), run(True)
+    counts = during(reading, outage)
+    assert max(counts) > max(during(holding, outage)) == counts[0]  # the rise seen through the pods alone
+    assert counts == sorted(counts)  # and no step down while Prometheus is away
+    assert reading.scores.slo_attainment > holding.scores.slo_attainment

@@ -72,6 +72,8 @@ class PolicyContext:
     scale_down_window: str | None = None
     # (baseline, target) pairs the user set (`BASELINE_TARGETS`); a baseline not named keeps its calibrated default
     baseline_targets: tuple[tuple[str, float], ...] = ()
+    # inferscale's spec.metrics.podPort is set: through a metrics outage it reads the pods' /metrics itself
+    reads_pods: bool = False
 
     def __post_init__(self) -> None:
         for name, value in self.baseline_targets:

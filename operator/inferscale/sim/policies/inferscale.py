@@ -106,6 +106,7 @@ class Inferscale:
 
     def __init__(self, ctx: PolicyContext) -> None:
         self.ctx = ctx
+        self.reads_pods = ctx.reads_pods  # how it lives through a metrics outage (`sim.outage`)
         self.spec = spec_for(ctx)
         self.policy: Policy = policy_from_spec(self.spec, ctx.interval)
         self.interval = self.policy.interval

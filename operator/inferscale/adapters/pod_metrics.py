@@ -1,0 +1,236 @@
+"""Engine metrics read from the pods themselves while Prometheus cannot give them (down, or the pods' series
+gone): a service that sets `spec.metrics.podPort` is not left blind through the outage.
+
+Each tick of the outage reads every Ready pod's /metrics once and keeps what it read for two minutes, so the
+counters become rates between the operator's own reads, as Prometheus's `rate` makes them between its
+scrapes: requests and tokens over the last minute, the latency histograms over the last two (`prometheus`'s
+windows). The first read of an outage gives the gauges only. What comes out is the FleetSnapshot the
+Prometheus adapter builds, so `observe` reads it as it reads Prometheus's; it always names Prometheus among
+the failed queries, so no scale-down rests on it: the pods' own figures can show a rise, and Prometheus, once
+back, decides the way down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from inferscale.adapters.prometheus import SGLANG, SGLANG_GAUGES, VLLM, FleetSnapshot, PodKey, PodSeries
+from inferscale.scaling.types import CACHED_PROMPT_TOKENS, GENERATION_TOKENS, PROMETHEUS, PROMPT_TOKENS, REQUESTS
+
+RATE_SPAN = 60.0  # as the Prometheus adapter's RATE_WINDOW
+LATENCY_SPAN = 120.0  # as its LATENCY_WINDOW
+KEPT = LATENCY_SPAN + 30.0  # a read older than this is of no window
+PEAK_SPAN = 60.0  # the KV cache's peak, as max_over_time over 1m
+READ_TIMEOUT = 3.0  # one pod's /metrics; a tick reads its service's pods at once
+MAX_BYTES = 16 << 20  # an exposition larger than this is not an engine's
+FAILED = PROMETHEUS  # the failed query the snapshot names: holds every scale-down
+
+_OLD_KV = "vllm:gpu_cache_usage_perc"
+_KV = "vllm:kv_cache_usage_perc"
+# counters -> the rate family they give; the first of a family's names a pod exports is the one read (SGLang
+# builds without num_requests_total count requests in the e2e histogram, as the Prometheus adapter reads them)
+_RATES: dict[str, tuple[str, ...]] = {
+    REQUESTS: (
+        "vllm:request_success_total",
+        "sglang:num_requests_total",
+        "sglang:e2e_request_latency_seconds_count",
+    ),
+    PROMPT_TOKENS: ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    CACHED_PROMPT_TOKENS: ("vllm:prompt_tokens_cached_total", "sglang:cached_tokens_total"),
+    GENERATION_TOKENS: ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+}
+_LATENCY: dict[str, tuple[str, ...]] = {
+    "itl_sum": (
+        "vllm:inter_token_latency_seconds_sum",
+        "vllm:time_per_output_token_seconds_sum",
+        "sglang:inter_token_latency_seconds_sum",
+    ),
+    "itl_count": (
+        "vllm:inter_token_latency_seconds_count",
+        "vllm:time_per_output_token_seconds_count",
+        "sglang:inter_token_latency_seconds_count",
+    ),
+}
+_TTFT = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
+_TPOT = "vllm:request_time_per_output_token_seconds_bucket"
+
+Labels = tuple[tuple[str, str], ...]  # sorted
+Key = tuple[str, Labels]  # a sample's name and labels
+Sample = tuple[str, Labels, float]
+_GAUGES = (_KV, "vllm:num_requests_waiting", "vllm:num_requests_running")
+
+
+@dataclass(frozen=True)
+class Read:
+    at: float
+    samples: dict[Key, float]
+
+
+def parse(text: str) -> list[Sample]:
+    """The exposition's finite samples. Raises ValueError on text that is not Prometheus's format."""
+    out: list[Sample] = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if isinstance(s.value, (int, float)) and math.isfinite(s.value):
+                out.append((s.name, tuple(sorted(s.labels.items())), float(s.value)))
+    return out
+
+
+def _dialect(name: str) -> str:
+    return SGLANG if name.startswith("sglang:") else VLLM
+
+
+def _model(labels: Labels) -> str:
+    return next((v for k, v in labels if k == "model_name"), "")
+
+
+def _increase(old: float | None, new: float) -> float:
+    """A counter's increase; a value below the last is a restart (the counter began again from 0)."""
+    return new if old is None or new < old else new - old
+
+
+def _base(reads: Sequence[Read], now: float, span: float) -> Read | None:
+    """The oldest read within `span` of `now` other than the newest: the start of the window a rate covers."""
+    for read in reads[:-1]:
+        if now - read.at <= span + 1e-9:
+            return read
+    return None
+
+
+def _gauge(name: str) -> str | None:
+    """The family a gauge counts in, under vLLM's current name; None for any other sample."""
+    family = SGLANG_GAUGES.get(name, name)
+    family = _KV if family == _OLD_KV else family
+    return family if family in _GAUGES else None
+
+
+def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> list[PodSeries]:
+    """What one pod's reads say, per model name, as the Prometheus adapter's queries would have answered."""
+    if not reads:
+        return []
+    last = reads[-1]
+    out: dict[str, PodSeries] = {}
+
+    def series(model: str, name: str) -> PodSeries:
+        s = out.get(model)
+        if s is None:
+            s = out[model] = PodSeries(namespace, pod, model)
+        s.dialects.add(_dialect(name))
+        return s
+
+    keys: dict[tuple[str, str], list[Key]] = {}  # (model, name) -> the samples of that name
+    for key in last.samples:
+        keys.setdefault((_model(key[1]), key[0]), []).append(key)
+    for (model, name), of_name in keys.items():
+        family = _gauge(name)
+        if family is None:
+            continue
+        values = [last.samples[k] for k in of_name]  # vLLM's data-parallel engines: one series each
+        s = series(model, name)
+        prev = s.values.get(family)
+        total = max(values) if family == _KV else sum(values)
+        s.values[family] = total if prev is None else max(prev, total) if family == _KV else prev + total
+    for s in out.values():
+        s.values["sample_time"] = last.at
+        peaks = [
+            v
+            for r in reads
+            if now - r.at <= PEAK_SPAN + 1e-9
+            for (name, labels), v in r.samples.items()
+            if _gauge(name) == _KV and _model(labels) == s.model_name
+        ]
+        if peaks:
+            s.values["kv_peak"] = max(peaks)
+    models = {model for model, _ in keys}
+    for span, families in ((RATE_SPAN, _RATES), (LATENCY_SPAN, _LATENCY)):
+        base = _base(reads, now, span)
+        if base is None:
+            continue
+        seconds = last.at - base.at
+        for family, names in families.items():
+            for model in models:
+                counter = next((n for n in names if (model, n) in keys), None)
+                if counter is not None:
+                    increase = sum(_increase(base.samples.get(k), last.samples[k]) for k in keys[(model, counter)])
+                    series(model, counter).values[family] = increase / seconds
+    base = _base(reads, now, LATENCY_SPAN)
+    if base is not None:
+        seconds = last.at - base.at
+        for (model, name), of_name in keys.items():
+            if name not in (*_TTFT, _TPOT):
+                continue
+            s = series(model, name)
+            buckets = s.tpot_buckets if name == _TPOT else s.ttft_buckets
+            for key in of_name:
+                le = dict(key[1]).get("le")
+                if le is None:
+                    continue
+                bound = math.inf if le == "+Inf" else float(le)
+                buckets[bound] = buckets.get(bound, 0.0) + _increase(base.samples.get(key), last.samples[key]) / seconds
+    return list(out.values())
+
+
+class PodReads:
+    """The reads of the pods kept between ticks, and the reading of them."""
+
+    def __init__(self, timeout: float = READ_TIMEOUT) -> None:
+        self.timeout = timeout
+        self._kept: dict[tuple[str, str], list[Read]] = {}
+
+    def keep(self, namespace: str, pod: str, read: Read) -> None:
+        reads = self._kept.setdefault((namespace, pod), [])
+        if reads and read.at <= reads[-1].at:
+            return
+        reads.append(read)
+        reads[:] = [r for r in reads if read.at - r.at <= KEPT]
+
+    def prune(self, now: float) -> None:
+        """Forgets the pods not read for a window: gone, or Prometheus back."""
+        self._kept = {k: v for k, v in self._kept.items() if v and now - v[-1].at <= KEPT}
+
+    async def _read(self, session: aiohttp.ClientSession, url: str) -> str:
+        async with session.get(url) as answer:
+            if answer.status != 200:
+                raise ValueError(f"HTTP {answer.status}")
+            body = await answer.content.read(MAX_BYTES + 1)
+            if len(body) > MAX_BYTES:
+                raise ValueError(f"over {MAX_BYTES >> 20} MiB: not an engine's /metrics")
+            return body.decode("utf-8", errors="replace")
+
+    async def snapshot(self, now: float, targets: Iterable[tuple[str, str, str]]) -> tuple[FleetSnapshot, list[str]]:
+        """Reads each (namespace, pod, url) once and builds the snapshot from what is kept. Returns it and one
+        line per pod that did not answer."""
+        targets = list(targets)
+        timeout = aiohttp.ClientTimeout(total=self.timeout)
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            answers = await asyncio.gather(*(self._read(session, url) for _, _, url in targets), return_exceptions=True)
+        errors: list[str] = []
+        pods: dict[PodKey, PodSeries] = {}
+        self.prune(now)
+        for (ns, pod, url), answer in zip(targets, answers, strict=True):
+            if isinstance(answer, BaseException):
+                errors.append(f"{pod}: {_said(answer, self.timeout)}")
+                continue
+            try:
+                samples = parse(answer)
+            except ValueError as e:
+                errors.append(f"{pod}: {url} is not a metrics page ({str(e)[:80]})")
+                continue
+            self.keep(ns, pod, Read(now, {(name, labels): value for name, labels, value in samples}))
+            for s in series_of(ns, pod, self._kept[(ns, pod)], now):
+                pods[(ns, pod, s.model_name)] = s
+        return FleetSnapshot(at=now, pods=pods, failed=frozenset({FAILED})), errors
+
+
+def _said(e: BaseException, timeout: float) -> str:
+    if isinstance(e, asyncio.TimeoutError):
+        return f"no answer within {timeout:g}s"
+    if isinstance(e, aiohttp.ClientConnectorError):
+        return f"cannot connect ({e.os_error.strerror or e.os_error})"
+    return f"{type(e).__name__}: {e}"[:160]

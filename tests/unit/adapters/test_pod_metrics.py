@@ -1,0 +1,150 @@
+"""The pods' own /metrics, read while Prometheus cannot answer: the rates between the operator's reads are the
+engines', each pod counted once, and `observe` reads the snapshot as Prometheus's, but for a scale-down."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+import pytest
+from aiohttp import web
+
+from inferscale.adapters.observation import Workload, observe
+from inferscale.adapters.pod_metrics import FAILED, PodReads, Read, parse, series_of
+from inferscale.scaling.types import MetricsState
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+def vllm_page(success: float, prompt: float, generation: float, fast: float, slow: float, waiting: float) -> str:
+    """A vLLM /metrics page: two data-parallel engines, finished reasons apart, a TTFT histogram."""
+    lines = []
+    for engine in ("0", "1"):
+        labels = f'engine="{engine}",model_name="{MODEL}"'
+        lines += [
+            "# TYPE vllm:num_requests_waiting gauge",
+            f"vllm:num_requests_waiting{{{labels}}} {waiting}",
+            "# TYPE vllm:num_requests_running gauge",
+            f"vllm:num_requests_running{{{labels}}} 8.0",
+            "# TYPE vllm:kv_cache_usage_perc gauge",
+            f"vllm:kv_cache_usage_perc{{{labels}}} {0.3 if engine == '0' else 0.5}",
+            "# TYPE vllm:request_success_total counter",
+            f'vllm:request_success_total{{{labels},finished_reason="stop"}} {success / 2}',
+            f'vllm:request_success_total{{{labels},finished_reason="length"}} {success / 2}',
+            "# TYPE vllm:prompt_tokens_total counter",
+            f"vllm:prompt_tokens_total{{{labels}}} {prompt}",
+            "# TYPE vllm:generation_tokens_total counter",
+            f"vllm:generation_tokens_total{{{labels}}} {generation}",
+            "# TYPE vllm:time_to_first_token_seconds histogram",
+            f'vllm:time_to_first_token_seconds_bucket{{{labels},le="0.5"}} {fast}',
+            f'vllm:time_to_first_token_seconds_bucket{{{labels},le="+Inf"}} {fast + slow}',
+            f"vllm:time_to_first_token_seconds_count{{{labels}}} {fast + slow}",
+            f"vllm:time_to_first_token_seconds_sum{{{labels}}} {fast * 0.1 + slow * 2}",
+        ]
+    # one family per name: the parser wants a family's samples together
+    families: dict[str, list[str]] = {}
+    for line in lines:
+        name = line.split()[2] if line.startswith("# TYPE") else line.split("{")[0]
+        base = name.removesuffix("_bucket").removesuffix("_count").removesuffix("_sum")
+        families.setdefault(base, []).append(line)
+    out = []
+    for group in families.values():
+        out += [group[0]] + [line for line in group if not line.startswith("#")]
+    return "\n".join(out) + "\n"
+
+
+def test_two_reads_a_minute_apart_give_the_engines_rates_and_the_latest_gauges() -> None:
+    first = Read(0.0, {(n, lab): v for n, lab, v in parse(vllm_page(0, 0, 0, 0, 0, waiting=1))})
+    # 60 s later, per engine: 120 requests (2/s), 60,000 prompt tokens, 12,000 generated, 90 fast and 30 slow
+    second = Read(60.0, {(n, lab): v for n, lab, v in parse(vllm_page(120, 60_000, 12_000, 90, 30, waiting=4))})
+    (s,) = series_of("llm", "vllm-7d9f8c6b5-x2x4q", [first, second], 60.0)
+    assert s.model_name == MODEL and s.dialects == {"vllm"}
+    v = s.values
+    assert (v["requests"], v["prompt_tokens"], v["generation_tokens"]) == pytest.approx((4.0, 2000.0, 400.0))
+    assert (v["vllm:num_requests_waiting"], v["vllm:num_requests_running"]) == (8.0, 16.0)  # both engines
+    assert v["vllm:kv_cache_usage_perc"] == 0.5 and v["kv_peak"] == 0.5 and v["sample_time"] == 60.0
+    assert s.ttft_buckets == pytest.approx({0.5: 3.0, float("inf"): 4.0})
+    # one read: the gauges only, no rate yet (unknown, not zero)
+    (only,) = series_of("llm", "p", [first], 0.0)
+    assert "requests" not in only.values and not only.ttft_buckets and only.values["vllm:num_requests_waiting"] == 2
+
+
+def test_a_counter_that_went_back_is_an_engine_restart_counted_from_zero() -> None:
+    before = Read(0.0, {(n, lab): v for n, lab, v in parse(vllm_page(10_000, 0, 0, 0, 0, waiting=0))})
+    after = Read(60.0, {(n, lab): v for n, lab, v in parse(vllm_page(60, 0, 0, 0, 0, waiting=0))})
+    (s,) = series_of("llm", "p", [before, after], 60.0)
+    assert s.values["requests"] == pytest.approx(2.0)  # 60 per engine since the restart, not -9,940
+
+
+def _free_loopback(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(pages: dict[str, Callable[[], str]], port: int) -> AsyncIterator[None]:
+    """Each host's page on `port`: one address per pod, as pod IPs are."""
+    runners = []
+    for host, page in pages.items():
+
+        async def metrics(_: web.Request, page: Callable[[], str] = page) -> web.Response:
+            return web.Response(text=page())
+
+        app = web.Application()
+        app.router.add_get("/metrics", metrics)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        await web.TCPSite(runner, host, port).start()
+        runners.append(runner)
+    try:
+        yield
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+
+
+def test_the_pods_read_over_http_make_a_snapshot_observe_reads_but_never_for_a_scale_down() -> None:
+    port = _free_loopback("127.0.0.2")
+    counters = {"127.0.0.2": [0.0], "127.0.0.3": [0.0]}
+
+    def page(host: str) -> Callable[[], str]:
+        return lambda: vllm_page(counters[host][0], 0, 0, counters[host][0], 0, waiting=10)
+
+    pods = {
+        "vllm-7d9f8c6b5-x2x4q": "127.0.0.2",
+        "vllm-7d9f8c6b5-b7kqz": "127.0.0.3",
+        "vllm-7d9f8c6b5-zz9zz": "127.0.0.4",
+    }
+    targets = [("llm", pod, f"http://{ip}:{port}/metrics") for pod, ip in pods.items()]
+    workload = Workload("llm", 3, frozenset(pods))
+    reads = PodReads(timeout=2.0)
+
+    async def scenario() -> None:
+        async with serving({h: page(h) for h in counters}, port):
+            snap, errors = await reads.snapshot(100.0, targets)
+            assert len(errors) == 1 and errors[0].startswith("vllm-7d9f8c6b5-zz9zz: cannot connect")
+            obs, _ = observe(snap, workload, MODEL, 60.0)
+            assert obs.state is MetricsState.PARTIAL and obs.pods_reporting == 2 and obs.waiting == 40.0
+            assert obs.request_rate is None  # one read: no rate yet
+            for c in counters.values():
+                c[0] = 300.0  # 300 per engine in 30 s: 10/s per engine, 20/s per pod
+            snap, _ = await reads.snapshot(130.0, targets)
+            obs, _ = observe(snap, workload, MODEL, 60.0)
+            assert obs.request_rate == pytest.approx(40.0) and obs.ttft_p95 is not None
+            assert FAILED in obs.failed_queries  # Prometheus is named failed: decide holds every scale-down
+
+    asyncio.run(scenario())
+
+
+def test_a_page_that_is_not_metrics_is_said_and_left_out() -> None:
+    port = _free_loopback("127.0.0.2")
+
+    async def scenario() -> None:
+        async with serving({"127.0.0.2": lambda: "<html>login</html>\n"}, port):
+            snap, errors = await PodReads().snapshot(0.0, [("llm", "p", f"http://127.0.0.2:{port}/metrics")])
+        assert not snap.pods and len(errors) == 1 and "is not a metrics page" in errors[0]
+
+    asyncio.run(scenario())
