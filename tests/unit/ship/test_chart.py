@@ -328,6 +328,23 @@ def test_the_ttft_buckets_the_chart_accepts_are_vllms_and_sglangs() -> None:
     assert accepted == [str(le) for le in both]  # as prometheus_client writes a float's le: "1.0"
 
 
+def alerts_fire_as_expected(
+    tmp_path: Any, series: list[dict[str, str]], checks: list[tuple[str, str, list[dict[str, Any]]]]
+) -> None:
+    """`promtool test rules` on tmp_path/rules.yml: each (eval_time, alert, the alerts expected then), on
+    1-minute series."""
+    promtool = tool("promtool", "make setup (Debian's prometheus)")
+    cases = [{"eval_time": at, "alertname": alert, "exp_alerts": expected} for at, alert, expected in checks]
+    tests = {
+        "rule_files": ["rules.yml"],
+        "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "alert_rule_test": cases}],
+    }
+    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
+    result = subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def _ttft_series(engine: str, model: str, buckets: tuple[str, ...], slow_share: float) -> list[dict[str, str]]:
     """One pod of `model` on `engine` answering 1 request/s for 2 hours, `slow_share` of them above 0.5 s."""
     pod = f'namespace="llm",pod="{model}-7d9f8c6b5-x2x4q",model_name="{model}"'
@@ -373,21 +390,7 @@ def test_the_ttft_burn_alerts_read_each_engine_and_say_when_an_engine_has_no_buc
         ("InferenceTTFTSLOFastBurn", fired("InferenceTTFTSLOFastBurn", "sglang-slow", "vllm-slow")),
         ("InferenceTTFTSLOUnmeasured", fired("InferenceTTFTSLOUnmeasured", "sglang-default")),
     ]
-    tests = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": series,
-                "alert_rule_test": [{"eval_time": "70m", "alertname": a, "exp_alerts": e} for a, e in checks],
-            }
-        ],
-    }
-    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
-    promtool = tool("promtool", "make setup (Debian's prometheus)")
-    result = subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    alerts_fire_as_expected(tmp_path, series, [("70m", a, e) for a, e in checks])
 
 
 def test_prometheus_rule_follows_the_slo_values(render: Render) -> None:
@@ -454,7 +457,6 @@ def test_the_stall_alert_waits_three_ticks_and_at_least_five_minutes(
     render: Render, tmp_path: Any, interval: str | None, quiet: str, stalled: str
 ) -> None:
     # a fixed 5-minute threshold fired between every two ticks of a 10-minute --interval
-    promtool = tool("promtool", "make setup (Debian's prometheus)")
     (rule,) = by_kind(render(prometheusRule__enabled=True, serviceMonitor__enabled=True), "PrometheusRule")
     (stall,) = [r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") == "InferscaleOperatorStalled"]
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "stall", "rules": [stall]}]}))
@@ -463,25 +465,8 @@ def test_the_stall_alert_waits_three_ticks_and_at_least_five_minutes(
     if interval is not None:
         series.append({"series": f'inferscale_tick_interval_seconds{{job="{job}"}}', "values": f"{interval}x60"})
     fired = {"exp_labels": stall["labels"], "exp_annotations": stall["annotations"]}
-    tests = {
-        "rule_files": ["rules.yml"],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": series,
-                "alert_rule_test": [
-                    {"eval_time": quiet, "alertname": "InferscaleOperatorStalled", "exp_alerts": []},
-                    {"eval_time": stalled, "alertname": "InferscaleOperatorStalled", "exp_alerts": [fired]},
-                ],
-            }
-        ],
-    }
-    (tmp_path / "tests.yml").write_text(yaml.safe_dump(tests))
-    result = subprocess.run(
-        [promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    stall_alert = "InferscaleOperatorStalled"
+    alerts_fire_as_expected(tmp_path, series, [(quiet, stall_alert, []), (stalled, stall_alert, [fired])])
 
 
 def _writes_policy(docs: list[dict[str, Any]]) -> dict[str, Any] | None:
