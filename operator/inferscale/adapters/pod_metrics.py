@@ -20,19 +20,27 @@ from dataclasses import dataclass
 import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
-from inferscale.adapters.prometheus import SGLANG, SGLANG_GAUGES, VLLM, FleetSnapshot, PodKey, PodSeries
+from inferscale.adapters.observation import KV, RUNNING, WAITING
+from inferscale.adapters.prometheus import (
+    LATENCY_WINDOW,
+    RATE_WINDOW,
+    SGLANG,
+    VLLM,
+    FleetSnapshot,
+    PodKey,
+    PodSeries,
+    gauge_family,
+    merged_gauge,
+)
+from inferscale.scaling.durations import parse_duration
 from inferscale.scaling.types import CACHED_PROMPT_TOKENS, GENERATION_TOKENS, PROMETHEUS, PROMPT_TOKENS, REQUESTS
 
-RATE_SPAN = 60.0  # as the Prometheus adapter's RATE_WINDOW
-LATENCY_SPAN = 120.0  # as its LATENCY_WINDOW
+RATE_SPAN = parse_duration(RATE_WINDOW)  # the windows the Prometheus adapter's queries read
+LATENCY_SPAN = parse_duration(LATENCY_WINDOW)
 KEPT = LATENCY_SPAN + 30.0  # a read older than this is of no window
 PEAK_SPAN = 60.0  # the KV cache's peak, as max_over_time over 1m
 READ_TIMEOUT = 3.0  # one pod's /metrics; a tick reads its service's pods at once
 MAX_BYTES = 16 << 20  # an exposition larger than this is not an engine's
-FAILED = PROMETHEUS  # the failed query the snapshot names: holds every scale-down
-
-_OLD_KV = "vllm:gpu_cache_usage_perc"
-_KV = "vllm:kv_cache_usage_perc"
 # counters -> the rate family they give; the first of a family's names a pod exports is the one read (SGLang
 # builds without num_requests_total count requests in the e2e histogram, as the Prometheus adapter reads them)
 _RATES: dict[str, tuple[str, ...]] = {
@@ -63,7 +71,7 @@ _TPOT = "vllm:request_time_per_output_token_seconds_bucket"
 Labels = tuple[tuple[str, str], ...]  # sorted
 Key = tuple[str, Labels]  # a sample's name and labels
 Sample = tuple[str, Labels, float]
-_GAUGES = (_KV, "vllm:num_requests_waiting", "vllm:num_requests_running")
+_GAUGES = (KV, WAITING, RUNNING)
 
 
 @dataclass(frozen=True)
@@ -103,13 +111,6 @@ def _base(reads: Sequence[Read], now: float, span: float) -> Read | None:
     return None
 
 
-def _gauge(name: str) -> str | None:
-    """The family a gauge counts in, under vLLM's current name; None for any other sample."""
-    family = SGLANG_GAUGES.get(name, name)
-    family = _KV if family == _OLD_KV else family
-    return family if family in _GAUGES else None
-
-
 def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> list[PodSeries]:
     """What one pod's reads say, per model name, as the Prometheus adapter's queries would have answered."""
     if not reads:
@@ -124,18 +125,12 @@ def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> li
         s.dialects.add(_dialect(name))
         return s
 
-    keys: dict[tuple[str, str], list[Key]] = {}  # (model, name) -> the samples of that name
-    for key in last.samples:
-        keys.setdefault((_model(key[1]), key[0]), []).append(key)
-    for (model, name), of_name in keys.items():
-        family = _gauge(name)
-        if family is None:
-            continue
-        values = [last.samples[k] for k in of_name]  # vLLM's data-parallel engines: one series each
-        s = series(model, name)
-        prev = s.values.get(family)
-        total = max(values) if family == _KV else sum(values)
-        s.values[family] = total if prev is None else max(prev, total) if family == _KV else prev + total
+    for (name, labels), value in last.samples.items():
+        family = gauge_family(name)
+        if family in _GAUGES:
+            s = series(_model(labels), name)
+            prev = s.values.get(family)
+            s.values[family] = value if prev is None else merged_gauge(family, prev, value)
     for s in out.values():
         s.values["sample_time"] = last.at
         peaks = [
@@ -143,13 +138,16 @@ def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> li
             for r in reads
             if now - r.at <= PEAK_SPAN + 1e-9
             for (name, labels), v in r.samples.items()
-            if _gauge(name) == _KV and _model(labels) == s.model_name
+            if gauge_family(name) == KV and _model(labels) == s.model_name
         ]
         if peaks:
             s.values["kv_peak"] = max(peaks)
+    keys: dict[tuple[str, str], list[Key]] = {}  # (model, name) -> the samples of that name
+    for key in last.samples:
+        keys.setdefault((_model(key[1]), key[0]), []).append(key)
     models = {model for model, _ in keys}
-    for span, families in ((RATE_SPAN, _RATES), (LATENCY_SPAN, _LATENCY)):
-        base = _base(reads, now, span)
+    rate_base, latency_base = _base(reads, now, RATE_SPAN), _base(reads, now, LATENCY_SPAN)
+    for base, families in ((rate_base, _RATES), (latency_base, _LATENCY)):
         if base is None:
             continue
         seconds = last.at - base.at
@@ -159,9 +157,8 @@ def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> li
                 if counter is not None:
                     increase = sum(_increase(base.samples.get(k), last.samples[k]) for k in keys[(model, counter)])
                     series(model, counter).values[family] = increase / seconds
-    base = _base(reads, now, LATENCY_SPAN)
-    if base is not None:
-        seconds = last.at - base.at
+    if latency_base is not None:
+        seconds = last.at - latency_base.at
         for (model, name), of_name in keys.items():
             if name not in (*_TTFT, _TPOT):
                 continue
@@ -172,7 +169,8 @@ def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> li
                 if le is None:
                     continue
                 bound = math.inf if le == "+Inf" else float(le)
-                buckets[bound] = buckets.get(bound, 0.0) + _increase(base.samples.get(key), last.samples[key]) / seconds
+                increase = _increase(latency_base.samples.get(key), last.samples[key])
+                buckets[bound] = buckets.get(bound, 0.0) + increase / seconds
     return list(out.values())
 
 
@@ -225,7 +223,7 @@ class PodReads:
             self.keep(ns, pod, Read(now, {(name, labels): value for name, labels, value in samples}))
             for s in series_of(ns, pod, self._kept[(ns, pod)], now):
                 pods[(ns, pod, s.model_name)] = s
-        return FleetSnapshot(at=now, pods=pods, failed=frozenset({FAILED})), errors
+        return FleetSnapshot(at=now, pods=pods, failed=frozenset({PROMETHEUS})), errors
 
 
 def _said(e: BaseException, timeout: float) -> str:

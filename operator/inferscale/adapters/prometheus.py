@@ -259,6 +259,17 @@ def _finite(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def gauge_family(name: str) -> str:
+    """The family a gauge counts in, under vLLM's current name: SGLang's gauges and vLLM's old KV one folded in."""
+    family = SGLANG_GAUGES.get(name, name)
+    return "vllm:kv_cache_usage_perc" if family == _OLD_KV else family
+
+
+def merged_gauge(family: str, prev: float, value: float) -> float:
+    """Two series of one pod's gauge (vLLM's data-parallel engines): the KV cache's fullest, the queues' sum."""
+    return max(prev, value) if family.endswith("_perc") else prev + value
+
+
 def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodKey, PodSeries]) -> None:
     """Folds one instant-vector answer into per-pod series; samples without namespace/pod labels
     cannot be attributed to a service and are skipped."""
@@ -277,12 +288,9 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
             series = into[key] = PodSeries(*key)
         series.dialects.add(labels.get(_DIALECT, VLLM))
         if name == "gauges":
-            family = labels.get(FAMILY) or labels.get("__name__", "")
-            family = SGLANG_GAUGES.get(family, family)
-            family = "vllm:kv_cache_usage_perc" if family == _OLD_KV else family
+            family = gauge_family(labels.get(FAMILY) or labels.get("__name__", ""))
             if family in series.values:
-                prev = series.values[family]
-                series.values[family] = max(prev, value) if family.endswith("_perc") else prev + value
+                series.values[family] = merged_gauge(family, series.values[family], value)
             elif family:
                 series.values[family] = value
         elif name == "ttft_buckets":

@@ -30,6 +30,7 @@ from inferscale.commands.prometheus_options import (
     PrometheusUrlOpt,
     UsernameOpt,
 )
+from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import PROMPT_TOKENS
 
 if TYPE_CHECKING:
@@ -93,13 +94,13 @@ def windows(traffic: Traffic, start: float, end: float, window: float) -> list[W
         at = start + k * window
         rate = traffic.requests.get(at)
         prompt, generation = traffic.prompt_tokens.get(at), traffic.generation_tokens.get(at)
-        served = rate is not None and rate > 0
+        served = rate if rate is not None and rate > 0 else None  # the lengths of a window without requests: unknown
         out.append(
             Window(
                 at - window,
                 rate,
-                prompt / rate if served and prompt is not None and rate else None,
-                generation / rate if served and generation is not None and rate else None,
+                prompt / served if served and prompt is not None else None,
+                generation / served if served and generation is not None else None,
             )
         )
     return out
@@ -176,7 +177,7 @@ def summary(traffic: Traffic, series: Sequence[Window], window: float, out: str)
     last = dt.datetime.fromtimestamp(series[-1].start + window, dt.UTC).strftime("%Y-%m-%d %H:%M")
     engines = " and ".join(_ENGINES.get(e, e) for e in traffic.engines)
     text = (
-        f"wrote {len(series)} windows of {_span(window)} ({first} to {last} UTC) of {traffic.namespace}/"
+        f"wrote {len(series)} windows of {format_duration(window)} ({first} to {last} UTC) of {traffic.namespace}/"
         f"{traffic.model_name} ({engines}) to {out}"
     )
     if known:
@@ -187,16 +188,6 @@ def summary(traffic: Traffic, series: Sequence[Window], window: float, out: str)
             "them (so does a window without a single request)"
         )
     return text + f"\nreplay it: inferscale simulate --trace {out} --policy inferscale --policy static-peak"
-
-
-def _span(seconds: float) -> str:
-    return (
-        f"{seconds / 3600:g}h"
-        if seconds % 3600 == 0
-        else f"{seconds / 60:g}m"
-        if seconds % 60 == 0
-        else f"{seconds:g}s"
-    )
 
 
 async def _read(

@@ -93,7 +93,7 @@ class OutageView:
         self.behaviour = known[outage.kind] if outage is not None and known is not None else _U
         if reads_pods and self.behaviour is _B:
             self.behaviour = Behaviour.PODS
-        self._first_read: float | None = None  # when the pods were first read in the outage
+        self._pods_read = False  # whether the pods were read before in the outage (the first read has no rate)
 
     def keeps(self, at: float) -> bool:
         """Whether the windows this policy reads hold the scrape at `at`: not inside an outage that reaches
@@ -117,8 +117,7 @@ class OutageView:
             return None
         seen: Sequence[RateSample] = () if outage.kind == PROMETHEUS_DOWN else history
         if self.behaviour is Behaviour.PODS:
-            first = self._first_read is None
-            self._first_read = now if first else self._first_read
+            first, self._pods_read = not self._pods_read, True
             return decide(pods_read(obs, first), now, seen)
         return decide(blind(obs), now, seen)
 

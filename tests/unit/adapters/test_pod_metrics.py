@@ -12,8 +12,8 @@ import pytest
 from aiohttp import web
 
 from inferscale.adapters.observation import Workload, observe
-from inferscale.adapters.pod_metrics import FAILED, PodReads, Read, parse, series_of
-from inferscale.scaling.types import MetricsState
+from inferscale.adapters.pod_metrics import PodReads, Read, parse, series_of
+from inferscale.scaling.types import PROMETHEUS, MetricsState
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -134,7 +134,7 @@ def test_the_pods_read_over_http_make_a_snapshot_observe_reads_but_never_for_a_s
             snap, _ = await reads.snapshot(130.0, targets)
             obs, _ = observe(snap, workload, MODEL, 60.0)
             assert obs.request_rate == pytest.approx(40.0) and obs.ttft_p95 is not None
-            assert FAILED in obs.failed_queries  # Prometheus is named failed: decide holds every scale-down
+            assert PROMETHEUS in obs.failed_queries  # Prometheus is named failed: decide holds every scale-down
 
     asyncio.run(scenario())
 
