@@ -1,7 +1,9 @@
 """The benchmark's metrics outages: every request-level replay again with its metrics gone for its middle third.
 
 Only the policies an outage reaches run again (`outage.BEHAVIOUR`); one it leaves alone would replay exactly as
-without it (same seed, same code path), so its result is the replay's own.
+without it (same seed, same code path), so its result is the replay's own. inferscale runs through each outage
+twice: as it ships (`spec.metrics.podPort` unset, it holds while it cannot see) and with `podPort` set (it reads
+the pods' /metrics and scales up on them), so the report shows what the setting buys on each replay.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ from dataclasses import dataclass, replace
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.cold_start import Log, replay_each
 from inferscale.sim.outage import BEHAVIOUR, KINDS, Behaviour, Outage
+from inferscale.sim.policies.inferscale import Inferscale
 from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import Scenario, prepare
 from inferscale.sim.scores import share_text
 
+INFERSCALE = Inferscale.name
 SPAN = (1 / 3, 2 / 3)  # of the replay: long enough to hold through a ramp, with a third after to recover
 
 
@@ -25,6 +29,7 @@ class OutageRun:
 
     outage: Outage
     results: dict[str, RunResult]
+    pods: RunResult | None = None  # inferscale with spec.metrics.podPort set (`simulate --read-pods`)
 
 
 def window(duration: float) -> tuple[float, float]:
@@ -48,10 +53,17 @@ def replay(
     keys = [
         (i, name) for i, o in enumerate(outages) for name in base if BEHAVIOUR[name][o.kind] is not Behaviour.UNAFFECTED
     ]
+    pods = len(prepared)  # the index of the first replay with podPort set
+    if INFERSCALE in base:
+        prepared += [prepare(replace(scenario, outage=o, reads_pods=True)) for o in outages]
+        keys += [(pods + i, INFERSCALE) for i in range(len(outages))]
     if log is not None:
         log(f"  through a metrics outage from {format_duration(start)} to {format_duration(end)}")
     results = replay_each(prepared, keys, workers, log)
-    return [OutageRun(o, {name: results.get((i, name), base[name]) for name in base}) for i, o in enumerate(outages)]
+    return [
+        OutageRun(o, {name: results.get((i, name), base[name]) for name in base}, results.get((pods + i, INFERSCALE)))
+        for i, o in enumerate(outages)
+    ]
 
 
 def during(result: RunResult, outage: Outage) -> list[int]:
@@ -63,6 +75,11 @@ def _cell(result: RunResult, outage: Outage) -> str:
     counts = during(result, outage)
     span = f"; {min(counts)}-{max(counts)} replicas" if counts else ""
     return f"{share_text(result.scores.slo_attainment)} at {result.scores.gpu_hours:,.1f} GPU-h{span}"
+
+
+def _row(title: str, base: RunResult, cells: Sequence[tuple[Behaviour, RunResult, OutageRun]]) -> str:
+    through = [f"{behaviour.name.lower()}: {_cell(result, run.outage)}" for behaviour, result, run in cells]
+    return f"| {title} | {_cell(base, cells[0][2].outage)} | " + " | ".join(through) + " |"
 
 
 def section(runs: Sequence[tuple[str, dict[str, RunResult], list[OutageRun]]]) -> list[str]:
@@ -84,8 +101,10 @@ def section(runs: Sequence[tuple[str, dict[str, RunResult], list[OutageRun]]]) -
         "(Knative's queue-proxy, AIBrix's direct pod scrape, the DCGM exporter, Dynamo's frontend, the bounds): "
         "its result is the replay's own. After the outage Prometheus holds no samples for it: the rate history "
         "keeps a gap, and the first rates and latency histograms after it span only what was scraped since (the "
-        "first scrape gives no rate at all). Each cell: SLO attainment, GPU-hours, and the fewest to most "
-        "replicas provisioned at the minutes inside the outage.",
+        "first scrape gives no rate at all). The row *inferscale, `podPort` set* is inferscale with "
+        "`spec.metrics.podPort` (`simulate --read-pods`): through either kind it reads each Ready pod's /metrics "
+        "itself (*pods*), makes rates between its own reads, and scales up on them, never down. Each cell: SLO "
+        "attainment, GPU-hours, and the fewest to most replicas provisioned at the minutes inside the outage.",
         "",
     ]
     for name, base, outages in runs:
@@ -97,11 +116,12 @@ def section(runs: Sequence[tuple[str, dict[str, RunResult], list[OutageRun]]]) -
             "|---|---|" + "---|" * len(outages),
         ]
         for policy, result in base.items():
-            cells = [
-                f"{BEHAVIOUR[policy][o.outage.kind].name.lower()}: {_cell(o.results[policy], o.outage)}"
-                for o in outages
-            ]
-            title = f"**{policy}**" if policy == "inferscale" else policy
-            lines.append(f"| {title} | {_cell(result, outages[0].outage)} | " + " | ".join(cells) + " |")
+            title = f"**{policy}**" if policy == INFERSCALE else policy
+            lines.append(
+                _row(title, result, [(BEHAVIOUR[policy][o.outage.kind], o.results[policy], o) for o in outages])
+            )
+            read = [(Behaviour.PODS, o.pods, o) for o in outages if o.pods is not None]
+            if policy == INFERSCALE and len(read) == len(outages):
+                lines.append(_row("**inferscale**, `podPort` set", result, read))
         lines.append("")
     return lines
