@@ -144,14 +144,16 @@ def build_rate_history_query(selector: Mapping[str, str] | None = None) -> str:
 
 
 TRAFFIC_BY = "namespace, model_name"
+IN_FLIGHT = "in_flight"  # a level, not a rate: requests waiting and running at each evaluation time
 
 
 def build_traffic_queries(
     namespace: str, model_name: str | None, deployment: str | None, window: str
 ) -> dict[str, str]:
-    """Requests and prompt and generation tokens per second over each `window`, per (namespace, model_name,
-    dialect), for `export-trace`: the counters the operator reads, a pod counted once however often scraped.
-    `deployment` keeps the pods named as that Deployment's."""
+    """Requests finished and prompt and generation tokens per second over each `window`, and the requests in
+    flight (waiting and running) at its end, per (namespace, model_name, dialect), for `export-trace`: the
+    counters and gauges the operator reads, a pod counted once however often scraped. `deployment` keeps the
+    pods named as that Deployment's."""
     selector = {"namespace": namespace} | ({"model_name": model_name} if model_name else {})
     m = _matchers(selector)
     if deployment:
@@ -161,8 +163,16 @@ def build_traffic_queries(
         # a counter chosen per pod, then summed (see build_rate_history_query)
         return f"sum by ({TRAFFIC_BY}) ({_summed(m, *metrics, window=window)})"
 
+    def in_flight(names: str) -> str:
+        # waiting plus running, each gauge of a pod once however often scraped, summed per service
+        return f"sum by ({TRAFFIC_BY}) ({_once_per_name(names, ',' + m)})"
+
     return {
         "requests": _either(per_service("vllm:request_success_total"), per_service(*_SGLANG_REQUESTS)),
+        IN_FLIGHT: _either(
+            in_flight("vllm:(num_requests_waiting|num_requests_running)"),
+            in_flight("sglang:(num_queue_reqs|num_running_reqs)"),
+        ),
         PROMPT_TOKENS: _either(per_service("vllm:prompt_tokens_total"), per_service("sglang:prompt_tokens_total")),
         "generation_tokens": _either(
             per_service("vllm:generation_tokens_total"), per_service("sglang:generation_tokens_total")

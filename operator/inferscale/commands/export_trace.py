@@ -2,8 +2,11 @@
 `tune` and `plan --trace` replay, so a user can try the policies on the traffic they would run them on.
 
 The curve is the ServeGen aggregate format (`window_start_s,total_rate_rps,mean_input_tokens,mean_output_tokens`):
-per window, the requests finished per second and their mean prompt and output lengths, from the engines' own
-counters. `simulate` turns each window into requests by a seeded Poisson process, as it does ServeGen's.
+per window, the requests that arrived per second and the mean prompt and output lengths of those that finished,
+from the engines' own counters and gauges. Arrivals, not completions: a window in which the fleet fell behind
+finished fewer requests than came, and the difference is what its waiting and running requests grew by (every
+request that came either finished, aborted ones included, or is still in flight). `simulate` turns each window
+into requests by a seeded Poisson process, as it does ServeGen's.
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ from inferscale.scaling.types import PROMPT_TOKENS
 if TYPE_CHECKING:
     from inferscale.adapters.prometheus import PrometheusReader
 
+# kept in step with adapters.prometheus.IN_FLIGHT, which this module does not import at start-up (the CLI's
+# import time); checked by the tests
+IN_FLIGHT = "in_flight"
+# arrivals over this share above completions: the fleet fell behind in that window
+BEHIND = 1.01
+
 # Prometheus refuses a range query of more than 11,000 points per series
 MAX_STEPS = 10_000
 # a rate needs two samples in its window: a window under a minute reads nothing at a 30 s scrape interval
@@ -49,9 +58,18 @@ Points = dict[float, float]  # window end (Unix seconds) -> per-second rate over
 @dataclass(frozen=True)
 class Window:
     start: float  # Unix seconds
-    rate: float | None  # requests/s finished; None: Prometheus holds no sample for the window
-    input_tokens: float | None  # mean prompt tokens per request; None when unknown
+    finished: float | None  # requests/s finished; None: Prometheus holds no sample for the window
+    growth: float | None  # requests/s the waiting and running requests grew by; None without both counts
+    input_tokens: float | None  # mean prompt tokens per request finished; None when unknown
     output_tokens: float | None
+
+    @property
+    def rate(self) -> float | None:
+        """Requests/s that arrived: every request that came either finished (aborted ones included) or is still
+        in flight. Without the in-flight counts, the completions, which a fleet that kept up equals."""
+        if self.finished is None or self.growth is None:
+            return self.finished
+        return max(0.0, self.finished + self.growth)
 
 
 @dataclass(frozen=True)
@@ -64,6 +82,7 @@ class Traffic:
     requests: Points
     prompt_tokens: Points
     generation_tokens: Points
+    in_flight: Points  # evaluation time -> requests waiting and running (a level, not a rate)
 
 
 def window_grid(until: float, since: float, window: float) -> tuple[float, float]:
@@ -92,13 +111,16 @@ def windows(traffic: Traffic, start: float, end: float, window: float) -> list[W
     steps = round((end - start) / window)
     for k in range(1, steps + 1):
         at = start + k * window
-        rate = traffic.requests.get(at)
+        finished = traffic.requests.get(at)
         prompt, generation = traffic.prompt_tokens.get(at), traffic.generation_tokens.get(at)
-        served = rate if rate is not None and rate > 0 else None  # the lengths of a window without requests: unknown
+        # the lengths of a window in which nothing finished: unknown
+        served = finished if finished is not None and finished > 0 else None
+        before, after = traffic.in_flight.get(at - window), traffic.in_flight.get(at)
         out.append(
             Window(
                 at - window,
-                rate,
+                finished,
+                None if before is None or after is None else (after - before) / window,
                 prompt / served if served and prompt is not None else None,
                 generation / served if served and generation is not None else None,
             )
@@ -167,6 +189,7 @@ def pick_service(
         added("requests"),
         added(PROMPT_TOKENS),
         added("generation_tokens"),
+        added(IN_FLIGHT),
     )
 
 
@@ -181,7 +204,17 @@ def summary(traffic: Traffic, series: Sequence[Window], window: float, out: str)
         f"{traffic.model_name} ({engines}) to {out}"
     )
     if known:
-        text += f": mean {sum(known) / len(series):.2f} req/s, peak {max(known):.2f} req/s"
+        text += f": mean {sum(known) / len(series):.2f} req/s, peak {max(known):.2f} req/s arriving"
+    behind = [w for w in series if w.rate is not None and w.finished is not None and w.rate > BEHIND * w.finished]
+    if behind:
+        most = max(behind, key=lambda w: (w.rate or 0.0) - (w.finished or 0.0))
+        text += (
+            f"; the fleet fell behind in {len(behind)} window(s), finishing as little as {most.finished:.2f} req/s "
+            f"of {most.rate:.2f} arriving"
+        )
+    unknown = sum(1 for w in series if w.finished is not None and w.growth is None)
+    if unknown:
+        text += f"; {unknown} window(s) without a waiting or running count read as their completions"
     if gaps:
         text += (
             f"; {gaps} window(s) without a sample, written as rate 0, which simulate fills from the windows beside "
@@ -194,10 +227,13 @@ async def _read(
     reader: PrometheusReader, queries: Mapping[str, str], start: float, end: float, window: float
 ) -> dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]]:
     answers: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]] = {name: [] for name in queries}
-    for first, last in chunks(start, end, window):
-        results = await asyncio.gather(*(reader.range_query(q, first, last, window) for q in queries.values()))
-        for name, result in zip(queries, results, strict=True):
-            answers[name].extend(result)
+
+    async def read(name: str) -> None:
+        # the in-flight count is read at the first window's start as well: a window's growth needs both ends
+        for first, last in chunks(start - window if name == IN_FLIGHT else start, end, window):
+            answers[name].extend(await reader.range_query(queries[name], first, last, window))
+
+    await asyncio.gather(*(read(name) for name in queries))
     return answers
 
 
@@ -227,9 +263,10 @@ def export_trace(
     prometheus_header: HeaderOpt = None,
     prometheus_timeout: Annotated[str, typer.Option(help="How long one range query may take.")] = "60s",
 ) -> None:
-    """Export a service's traffic from Prometheus (requests finished per second and their mean lengths, per
-    window) as a rate curve `simulate`, `tune` and `plan --trace` replay. Completions, not arrivals: while the
-    fleet was saturated the curve shows what it served."""
+    """Export a service's traffic from Prometheus (requests arriving per second and the mean lengths of those
+    finished, per window) as a rate curve `simulate`, `tune` and `plan --trace` replay. Arrivals are the
+    completions plus the growth of the waiting and running requests, so a window in which the fleet fell
+    behind reads what came, not what it served."""
     from inferscale.adapters.prometheus import PrometheusReader, build_traffic_queries
     from inferscale.commands.simulate import input_errors
 

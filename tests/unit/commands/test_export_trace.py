@@ -56,7 +56,49 @@ def _openmetrics() -> str:
                     value += (first if t <= T0 + HOUR else second) * STEP * per_request
                 if not GAP[0] < t <= GAP[1]:
                     lines.append(f"{family}_total{{{labels}}} {value} {t}")
+    lines += _busy()
     return "\n".join(lines) + "\n# EOF\n"
+
+
+# Namespace "busy": a fleet that falls behind in the first hour and catches up in the second, one vLLM pod and one
+# SGLang pod of model "b": (pod, finished/s, {gauge: (value at T0, growth/s in the first hour, in the second)})
+BUSY = [
+    (
+        "vllm-b-7d9f8c6b5-x2x4q",
+        "vllm",
+        2.0,
+        {"vllm:num_requests_waiting": (0.0, 1.0, -1.0), "vllm:num_requests_running": (8.0, 0.0, 0.0)},
+    ),
+    (
+        "sglang-b-7d9f8c6b5-b7kqz",
+        "sglang",
+        1.0,
+        {"sglang:num_queue_reqs": (5.0, 0.0, 0.5), "sglang:num_running_reqs": (4.0, 0.0, 0.0)},
+    ),
+]
+BUSY_ARRIVALS = (2.0 + 1.0 + 1.0, 2.0 + 1.0 - 1.0 + 0.5)  # finished plus the growth in flight, per hour
+
+
+def _busy() -> list[str]:
+    times = [t for t in range(T0, T0 + 2 * HOUR + 1, STEP) if not GAP[0] < t <= GAP[1]]
+    lines = []
+    for pod, engine, finished, gauges in BUSY:
+        labels = _pod("b", pod, ns="busy")
+        requests = "vllm:request_success" if engine == "vllm" else "sglang:num_requests"
+        for family, per_request in (
+            (requests, 1),
+            (f"{engine}:prompt_tokens", 500),
+            (f"{engine}:generation_tokens", 100),
+        ):
+            lines.append(f"# TYPE {family} counter")
+            lines += [f"{family}_total{{{labels}}} {(t - T0) * finished * per_request} {t}" for t in times]
+        for gauge, (at_t0, first, second) in gauges.items():
+            lines.append(f"# TYPE {gauge} gauge")
+            for t in times:
+                s = t - T0
+                value = at_t0 + first * min(s, HOUR) + second * max(0, s - HOUR)
+                lines.append(f"{gauge}{{{labels}}} {value} {t}")
+    return lines
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +172,32 @@ def test_the_curve_holds_each_windows_rate_and_lengths_and_the_simulator_replays
     curve = load_rate_curve(out)
     assert [p.rate for p in curve] == pytest.approx([2, 2, 2, 2, 2, 2, 4, 4, 4, 4, 4, 4])
     assert {(p.mean_input, p.mean_output) for p in curve} == {(500.0, 100.0)}
+
+
+def test_a_fleet_that_fell_behind_reads_its_arrivals_not_its_completions(prometheus: str, tmp_path: Path) -> None:
+    out = tmp_path / "b.csv"
+    code, _, err = _export(prometheus, "-n", "busy", "--out", str(out))
+    assert code == 0, err
+    rows = list(csv.DictReader(io.StringIO(out.read_text())))
+    rates = [float(r["total_rate_rps"]) for r in rows]
+    first, second = BUSY_ARRIVALS
+    # 3 req/s finished throughout (vLLM's 2 and SGLang's 1); what came is that plus the growth of the waiting and
+    # running requests of both engines. The window after the scrape's gap has no count at its start: its
+    # completions. The lengths are those of the requests finished.
+    assert rates == pytest.approx([first] * 4 + [0.0, 3.0] + [second] * 6, abs=1e-6)
+    assert {r["mean_input_tokens"] for i, r in enumerate(rows) if i != 4} == {"500.0"}
+    assert {r["mean_output_tokens"] for i, r in enumerate(rows) if i != 4} == {"100.0"}
+    assert "(SGLang and vLLM)" in err
+    assert "fell behind in 4 window(s), finishing as little as 3.00 req/s of 4.00 arriving" in err
+    assert "1 window(s) without a waiting or running count read as their completions" in err
+
+
+def test_the_in_flight_query_is_the_one_the_export_reads_from_its_first_windows_start() -> None:
+    from inferscale.adapters import prometheus
+    from inferscale.commands import export_trace
+
+    assert export_trace.IN_FLIGHT == prometheus.IN_FLIGHT
+    assert prometheus.IN_FLIGHT in prometheus.build_traffic_queries("busy", None, None, "600s")
 
 
 def test_the_whole_model_counts_every_deployment_of_it_and_a_window_of_a_minute_reads_as_fine(
