@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -23,8 +24,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from inferscale.adapters.observation import KV, RUNNING, WAITING
 from inferscale.adapters.prometheus import (
     LATENCY_WINDOW,
+    OLD_KV,
     RATE_WINDOW,
     SGLANG,
+    SGLANG_GAUGES,
     VLLM,
     FleetSnapshot,
     PodKey,
@@ -68,6 +71,18 @@ _LATENCY: dict[str, tuple[str, ...]] = {
 _TTFT = ("vllm:time_to_first_token_seconds_bucket", "sglang:time_to_first_token_seconds_bucket")
 _TPOT = "vllm:request_time_per_output_token_seconds_bucket"
 
+# the samples read, all others dropped before parsing: a vLLM page carries hundreds (Python's own, every
+# histogram's buckets), and a read is kept for two minutes per pod
+_WANTED = frozenset(
+    {KV, WAITING, RUNNING, OLD_KV, *SGLANG_GAUGES, *_TTFT, _TPOT}
+    | {name for names in (*_RATES.values(), *_LATENCY.values()) for name in names}
+)
+# the families of the wanted samples, as a # TYPE or # HELP line names them (with or without _total)
+_FAMILIES = frozenset(
+    {n.removesuffix(suffix) for n in _WANTED for suffix in ("", "_total", "_bucket", "_sum", "_count")} | _WANTED
+)
+_CHUNK = 1 << 16
+
 Labels = tuple[tuple[str, str], ...]  # sorted
 Key = tuple[str, Labels]  # a sample's name and labels
 Sample = tuple[str, Labels, float]
@@ -80,10 +95,25 @@ class Read:
     samples: dict[Key, float]
 
 
+def relevant(text: str) -> str:
+    """The lines of an exposition that carry the samples read (and their families' # lines): parsing the rest
+    would cost the event loop milliseconds per pod for nothing."""
+    keep = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            words = line.split(maxsplit=3)
+            if len(words) > 2 and words[1] in ("TYPE", "HELP") and words[2] in _FAMILIES:
+                keep.append(line)
+        elif line.split("{", 1)[0].split(" ", 1)[0] in _WANTED:
+            keep.append(line)
+    return "\n".join(keep) + "\n"
+
+
 def parse(text: str) -> list[Sample]:
-    """The exposition's finite samples. Raises ValueError on text that is not Prometheus's format."""
+    """The exposition's finite samples of the names read. Raises ValueError on text that is not Prometheus's
+    format."""
     out: list[Sample] = []
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families(relevant(text)):
         for s in family.samples:
             if isinstance(s.value, (int, float)) and math.isfinite(s.value):
                 out.append((s.name, tuple(sorted(s.labels.items())), float(s.value)))
@@ -111,11 +141,13 @@ def _base(reads: Sequence[Read], now: float, span: float) -> Read | None:
     return None
 
 
-def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> list[PodSeries]:
-    """What one pod's reads say, per model name, as the Prometheus adapter's queries would have answered."""
+def series_of(namespace: str, pod: str, reads: Sequence[Read]) -> list[PodSeries]:
+    """What one pod's reads say, per model name, as the Prometheus adapter's queries would have answered: the
+    windows end at its newest read."""
     if not reads:
         return []
     last = reads[-1]
+    now = last.at
     out: dict[str, PodSeries] = {}
 
     def series(model: str, name: str) -> PodSeries:
@@ -165,13 +197,22 @@ def series_of(namespace: str, pod: str, reads: Sequence[Read], now: float) -> li
             s = series(model, name)
             buckets = s.tpot_buckets if name == _TPOT else s.ttft_buckets
             for key in of_name:
-                le = dict(key[1]).get("le")
-                if le is None:
+                bound = _bound(dict(key[1]).get("le"))
+                if bound is None:
                     continue
-                bound = math.inf if le == "+Inf" else float(le)
                 increase = _increase(latency_base.samples.get(key), last.samples[key])
                 buckets[bound] = buckets.get(bound, 0.0) + increase / seconds
     return list(out.values())
+
+
+def _bound(le: str | None) -> float | None:
+    """A bucket's upper bound; None for a label that is not a number (the bucket is left out)."""
+    if le is None:
+        return None
+    try:
+        return float(le)  # "+Inf" too
+    except ValueError:
+        return None
 
 
 class PodReads:
@@ -188,23 +229,39 @@ class PodReads:
         reads.append(read)
         reads[:] = [r for r in reads if read.at - r.at <= KEPT]
 
+    def kept(self) -> set[tuple[str, str]]:
+        """The (namespace, pod) whose reads are kept."""
+        return set(self._kept)
+
+    def reads(self, namespace: str, pod: str) -> list[Read]:
+        return list(self._kept.get((namespace, pod), []))
+
     def prune(self, now: float) -> None:
         """Forgets the pods not read for a window: gone, or Prometheus back."""
         self._kept = {k: v for k, v in self._kept.items() if v and now - v[-1].at <= KEPT}
 
-    async def _read(self, session: aiohttp.ClientSession, url: str) -> str:
+    async def _read(self, session: aiohttp.ClientSession, url: str) -> tuple[str, float]:
+        """The whole page (a read of the stream returns what has arrived, which a page sent in several TCP
+        segments is not) and the monotonic time it was complete."""
         async with session.get(url) as answer:
             if answer.status != 200:
                 raise ValueError(f"HTTP {answer.status}")
-            body = await answer.content.read(MAX_BYTES + 1)
-            if len(body) > MAX_BYTES:
-                raise ValueError(f"over {MAX_BYTES >> 20} MiB: not an engine's /metrics")
-            return body.decode("utf-8", errors="replace")
+            body = bytearray()
+            async for chunk in answer.content.iter_chunked(_CHUNK):
+                body += chunk
+                if len(body) > MAX_BYTES:
+                    raise ValueError(f"over {MAX_BYTES >> 20} MiB: not an engine's /metrics")
+            return body.decode("utf-8", errors="replace"), time.monotonic()
 
-    async def snapshot(self, now: float, targets: Iterable[tuple[str, str, str]]) -> tuple[FleetSnapshot, list[str]]:
+    async def snapshot(
+        self, now: float, targets: Iterable[tuple[str, str, str]], began: float | None = None
+    ) -> tuple[FleetSnapshot, list[str]]:
         """Reads each (namespace, pod, url) once and builds the snapshot from what is kept. Returns it and one
-        line per pod that did not answer."""
+        line per pod that did not answer. `now` is the tick's time and `began` its monotonic time (default:
+        this call's): a read is timed when its page arrived, so a tick that first waited out a hung Prometheus
+        does not make the rate between two reads span the wrong time."""
         targets = list(targets)
+        began = time.monotonic() if began is None else began
         timeout = aiohttp.ClientTimeout(total=self.timeout)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             answers = await asyncio.gather(*(self._read(session, url) for _, _, url in targets), return_exceptions=True)
@@ -215,13 +272,18 @@ class PodReads:
             if isinstance(answer, BaseException):
                 errors.append(f"{pod}: {_said(answer, self.timeout)}")
                 continue
+            text, arrived = answer
             try:
-                samples = parse(answer)
-            except ValueError as e:
-                errors.append(f"{pod}: {url} is not a metrics page ({str(e)[:80]})")
+                samples = parse(text)
+            except Exception as e:  # the parser raises more than ValueError on some malformed lines
+                errors.append(f"{pod}: {url} is not a metrics page ({str(e)[:80] or type(e).__name__})")
                 continue
-            self.keep(ns, pod, Read(now, {(name, labels): value for name, labels, value in samples}))
-            for s in series_of(ns, pod, self._kept[(ns, pod)], now):
+            if not samples:
+                errors.append(f"{pod}: {url} is not an engine's metrics page (no vLLM or SGLang sample)")
+                continue
+            at = now + max(0.0, arrived - began)
+            self.keep(ns, pod, Read(at, {(name, labels): value for name, labels, value in samples}))
+            for s in series_of(ns, pod, self._kept[(ns, pod)]):
                 pods[(ns, pod, s.model_name)] = s
         return FleetSnapshot(at=now, pods=pods, failed=frozenset({PROMETHEUS})), errors
 

@@ -39,7 +39,7 @@ _BY = "namespace, pod, model_name"
 # before, where a list of the engines' labels would have summed a new label's series as one.
 _SCRAPE_LABELS = "job, instance, endpoint, service, container, prometheus, prometheus_replica, replica"
 FAMILY = "inferscale_family"  # the metric name, kept through the gauges' aggregation, which drops __name__
-_OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
+OLD_KV = "vllm:gpu_cache_usage_perc"  # vLLM < 0.10
 RATE_WINDOW = "1m"
 LATENCY_WINDOW = "2m"  # at least two scrapes at a 30 s scrape interval, many at 5 s
 _HISTOGRAM, _TPOT = "histogram", "tpot"  # the label that sets per-request TPOT buckets apart
@@ -94,7 +94,7 @@ def build_queries(selector: Mapping[str, str] | None = None, tpot: bool = True) 
         "gauges": _either(_once_per_name(vllm_gauges, with_m), _once_per_name(sglang_gauges, with_m)),
         "kv_peak": _either(
             f"max by ({_BY}) (max_over_time({_sel('vllm:kv_cache_usage_perc', m)}[1m]) "
-            f"or max_over_time({_sel(_OLD_KV, m)}[1m]))",
+            f"or max_over_time({_sel(OLD_KV, m)}[1m]))",
             f"max by ({_BY}) (max_over_time({_sel('sglang:token_usage', m)}[1m]))",
         ),
         "sample_time": _either(
@@ -272,7 +272,7 @@ def _finite(text: Any) -> float | None:
 def gauge_family(name: str) -> str:
     """The family a gauge counts in, under vLLM's current name: SGLang's gauges and vLLM's old KV one folded in."""
     family = SGLANG_GAUGES.get(name, name)
-    return "vllm:kv_cache_usage_perc" if family == _OLD_KV else family
+    return "vllm:kv_cache_usage_perc" if family == OLD_KV else family
 
 
 def merged_gauge(family: str, prev: float, value: float) -> float:
@@ -472,7 +472,8 @@ class PrometheusReader:
         """Each series of a range query: its labels and its finite points, oldest first. An answer in part is
         an error (PartialAnswer): a trace exported from it would show the missing stores' traffic as none."""
         self.queries_sent += 1
-        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}s"}
+        # seconds as a plain number, which the API takes: "%g" would write a step of 11.6 days as 1e+06
+        params = {"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:.3f}"}
         result, warnings = await self._in_thread(self._client.answer, "query_range", params)
         if warnings:
             raise PartialAnswer(f"answered in part: {'; '.join(warnings)}"[:300])

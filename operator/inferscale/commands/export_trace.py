@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 IN_FLIGHT = "in_flight"
 # arrivals over this share above completions: the fleet fell behind in that window
 BEHIND = 1.01
+# the rate written for a window in which nothing arrived: ServeGen's 0 means a gap, which the loader fills from
+# the windows beside it (an idle night would replay as busy); this draws a request in a 10-minute window once
+# in about 1,700
+IDLE_RATE = 1e-6
 
 # Prometheus refuses a range query of more than 11,000 points per series
 MAX_STEPS = 10_000
@@ -130,14 +134,16 @@ def windows(traffic: Traffic, start: float, end: float, window: float) -> list[W
 
 def rows(series: Sequence[Window]) -> list[dict[str, str]]:
     """CSV rows in the ServeGen format. A window without a sample is written as rate 0, which the loader takes
-    for a collection gap and fills from its neighbours (ServeGen's convention); unknown lengths are empty."""
+    for a collection gap and fills from its neighbours (ServeGen's convention); a window known to be idle as
+    IDLE_RATE, so that it replays idle rather than filled; unknown lengths are empty."""
     first = series[0].start if series else 0.0
     out = []
     for w in series:
+        rate = 0.0 if w.rate is None else max(w.rate, IDLE_RATE)
         out.append(
             {
                 "window_start_s": f"{w.start - first:g}",
-                "total_rate_rps": f"{w.rate or 0.0:.6f}",
+                "total_rate_rps": f"{rate:.6f}",
                 "mean_input_tokens": "" if w.input_tokens is None else f"{w.input_tokens:.1f}",
                 "mean_output_tokens": "" if w.output_tokens is None else f"{w.output_tokens:.1f}",
             }
@@ -217,8 +223,7 @@ def summary(traffic: Traffic, series: Sequence[Window], window: float, out: str)
         text += f"; {unknown} window(s) without a waiting or running count read as their completions"
     if gaps:
         text += (
-            f"; {gaps} window(s) without a sample, written as rate 0, which simulate fills from the windows beside "
-            "them (so does a window without a single request)"
+            f"; {gaps} window(s) without a sample, written as rate 0, which simulate fills from the windows beside them"
         )
     return text + f"\nreplay it: inferscale simulate --trace {out} --policy inferscale --policy static-peak"
 

@@ -120,6 +120,7 @@ class Tick:
     unreadable: dict[str, str] = field(default_factory=dict)
     duration: float = 0.0
     default_interval: float = 10.0  # the operator's --interval, for specs that leave behavior.interval unset
+    began: float = field(default_factory=time.monotonic)  # when `at` was read, on the monotonic clock
     _parsed: dict[tuple[int, float], tuple[Any, Parsed]] = field(default_factory=dict, repr=False)
 
     def parsed(self, service: Mapping[str, Any], default_interval: float | None = None) -> Parsed:

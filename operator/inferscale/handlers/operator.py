@@ -103,6 +103,7 @@ class Loop:
                     await report_failure(self.runtime, svc, tick.at, e)
 
         await asyncio.gather(*(one(s) for s in tick.services))
+        self.runtime.pod_reads.prune(tick.at)  # the pods' reads of an outage that is over
         if tick.kube_error is None:
             listed = {
                 ((s.get("metadata") or {}).get("namespace", ""), (s.get("metadata") or {}).get("name", ""))

@@ -480,7 +480,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
     )
     if spec.metrics.pod_port is not None and obs.state in (MetricsState.MISSING, MetricsState.STALE) and ts.ready_pods:
-        obs, why = await _from_pods(rt, now, spec, workload, pods, policy.stale_after, (obs, why))
+        obs, why = await _from_pods(rt, tick, spec, workload, pods, policy.stale_after, (obs, why))
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
@@ -557,7 +557,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
 
 async def _from_pods(
     rt: Runtime,
-    now: float,
+    tick: Tick,
     spec: InferenceServiceSpec,
     workload: Workload,
     pods: Sequence[Mapping[str, Any]],
@@ -576,7 +576,7 @@ async def _from_pods(
     obs, why = seen
     if not targets:
         return obs, f"{why}; no Ready pod has an IP to read port {port} at"
-    snap, errors = await rt.pod_reads.snapshot(now, targets)
+    snap, errors = await rt.pod_reads.snapshot(tick.at, targets, tick.began)
     direct, said = observe(snap, workload, spec.model.name, stale_after, spec.engine)
     if direct.state not in (MetricsState.COMPLETE, MetricsState.PARTIAL):
         return (

@@ -17,7 +17,7 @@ from tests.unit.ship.helpers import tool
 from typer.testing import CliRunner
 
 from inferscale.cli import app
-from inferscale.commands.export_trace import MAX_STEPS, chunks, window_grid
+from inferscale.commands.export_trace import IDLE_RATE, MAX_STEPS, Window, chunks, to_csv, window_grid
 from inferscale.sim.traces import load_rate_curve
 
 STEP = 15  # seconds between samples
@@ -264,3 +264,19 @@ def test_the_curve_goes_to_stdout_with_a_dash(prometheus: str) -> None:
     assert code == 0, err
     assert stdout.splitlines()[0] == "window_start_s,total_rate_rps,mean_input_tokens,mean_output_tokens"
     assert len(stdout.splitlines()) == 13 and "to stdout" in err
+
+
+def test_a_window_in_which_nothing_arrived_replays_idle_and_a_gap_is_filled(tmp_path: Path) -> None:
+    series = [
+        Window(0.0, 2.0, 0.0, 500.0, 100.0),
+        Window(600.0, 0.0, 0.0, None, None),  # nothing arrived: idle, not a gap
+        Window(1200.0, None, None, None, None),  # no sample: a gap
+        Window(1800.0, 0.5, -1.0, 500.0, 100.0),  # the queue drained faster than anything came: none arrived
+        Window(2400.0, 2.0, 0.0, 500.0, 100.0),
+    ]
+    out = tmp_path / "idle.csv"
+    out.write_text(to_csv(series))
+    rates = [p.rate for p in load_rate_curve(out)]
+    assert rates[1] == rates[3] == pytest.approx(IDLE_RATE)
+    assert rates[2] == pytest.approx((IDLE_RATE + IDLE_RATE) / 2)  # filled from the windows beside it
+    assert rates[0] == rates[4] == 2.0

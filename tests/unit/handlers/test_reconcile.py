@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from inferscale.adapters.kube import KubeError
+from inferscale.adapters.pod_metrics import Read
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
 from inferscale.adapters.workload import rfc3339
 from inferscale.api.status import InferenceServiceStatus
@@ -499,6 +500,8 @@ async def test_what_is_kept_of_services_and_pods_the_cluster_no_longer_has_is_dr
         await reconcile(rt, tick(), body)
     rt.refused_costs.add("u0")
     rt.refused_releases.add("pod-gone")
+    # a pod's /metrics read through an outage that ended long ago: dropped on the next tick, whatever it decides
+    rt.pod_reads.keep("ns", "llm-7d9f8c6b5-x2x4q", Read(NOW - 600.0, {}))
     assert set(rt.last_decided) == {"u0", "u1", "u2"}
     kept = svc(GOOD)
     kept["metadata"]["uid"] = "u2"
@@ -518,6 +521,7 @@ async def test_what_is_kept_of_services_and_pods_the_cluster_no_longer_has_is_dr
     collector.unreadable = {"other": "403"}  # a namespace not read: its services' uids are not known this tick
     await operator.Loop(collector, rt).tick()  # type: ignore[arg-type]
     assert set(rt.last_decided) == {"u0", "u1", "u2"} and rt.refused_releases == {"pod-gone"}
+    assert rt.pod_reads.kept() == set()
     collector.unreadable = {}
     await operator.Loop(collector, rt).tick()  # type: ignore[arg-type]
     assert set(rt.last_decided) == {"u2"} and rt.refused_costs == set() and rt.refused_releases == set()
@@ -1230,7 +1234,7 @@ async def test_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scal
     assert f"read 2 of 2 Ready pods' /metrics on port {port} directly" in metrics["message"]
     # the second read makes rates of the counters: 300 requests per engine in 10 s on each of two pods
     observed = kube.statuses()[-1]["observed"]
-    assert float(observed["requestRate"]) == pytest.approx(120.0) and observed["podsReporting"] == 2
+    assert float(observed["requestRate"]) == pytest.approx(120.0, rel=1e-2) and observed["podsReporting"] == 2
     assert second.replicas > second.current
 
     # an idle fleet of 4 read from the pods is not shrunk, even with no scale-down window: only Prometheus,
