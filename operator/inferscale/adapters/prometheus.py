@@ -157,7 +157,7 @@ def build_traffic_queries(
     selector = {"namespace": namespace} | ({"model_name": model_name} if model_name else {})
     m = _matchers(selector)
     if deployment:
-        m += f',pod=~"{_escape(re.escape(deployment))}-{_POD_SUFFIX}"'
+        m += f',pod=~"{_escape(deployment_pods(deployment))}"'
 
     def per_service(*metrics: str) -> str:
         # a counter chosen per pod, then summed (see build_rate_history_query)
@@ -178,6 +178,22 @@ def build_traffic_queries(
             per_service("vllm:generation_tokens_total"), per_service("sglang:generation_tokens_total")
         ),
     }
+
+
+_NAME_MAX, _RANDOM = 63, 5  # Kubernetes' generated names: a prefix cut to 58 characters, then 5 random
+
+
+def deployment_pods(deployment: str) -> str:
+    """A regex of the names a Deployment's pods get: <deployment>-<hash>-<5 random>, or, where that would be over
+    63 characters, Kubernetes' name generator cuts <deployment>-<hash>- to its first 58 and adds the 5 (a
+    Deployment name of 47 characters or more). The vowel-free alphabet keeps a longer sibling's pods out."""
+    whole = f"{re.escape(deployment)}-{_POD_SUFFIX}"
+    kept = _NAME_MAX - _RANDOM - len(deployment) - 1  # the hash's characters left after the cut
+    if kept < 0:  # the Deployment's name itself is cut
+        return f"{re.escape(deployment[: _NAME_MAX - _RANDOM])}{_SAFE}{{{_RANDOM}}}"
+    if kept < 10 + 1:  # some hash (6-10 characters) and its dash do not fit
+        return f"{whole}|{re.escape(deployment)}-{_SAFE}{{{kept + _RANDOM}}}"
+    return whole
 
 
 def deployment_of(pod: str) -> str:

@@ -31,6 +31,7 @@ def _pod(model: str, pod: str, ns: str = "llm") -> str:
     return f'namespace="{ns}",pod="{pod}",model_name="{model}"'
 
 
+LONG = "llama-3-1-70b-instruct-vllm-production-us-east-1ab"
 # (labels, requests/s in the first hour, in the second); each request 500 prompt tokens, 100 generated
 COUNTERS = [
     (_pod("m", "vllm-m-7d9f8c6b5-x2x4q"), 1.0, 3.0),
@@ -38,6 +39,10 @@ COUNTERS = [
     (_pod("m", "canary-7d9f8c6b5-q7kmd"), 0.5, 0.5),  # another Deployment of the same model
     (_pod("other", "vllm-other-6c8d5f7b9-z9k2w"), 2.0, 2.0),  # another model in the namespace
     (_pod("m", "vllm-m-5b7c9d8f6-p2v8r", ns="elsewhere"), 7.0, 7.0),  # another namespace
+    # a Deployment name of 50 characters: Kubernetes cuts <name>-<hash>- to 58 characters before the random 5
+    (_pod("l", f"{LONG}-7d9f8c6x2x4q", ns="long"), 1.0, 1.0),
+    (_pod("l", f"{LONG}-7d9f8c6b5-x2x4q", ns="long"), 0.5, 0.5),  # a ReplicaSet whose hash fits
+    (_pod("l", f"{LONG}-canary-b7kqz", ns="long"), 4.0, 4.0),  # a Deployment named <name>-canary
 ]
 
 
@@ -198,6 +203,13 @@ def test_the_in_flight_query_is_the_one_the_export_reads_from_its_first_windows_
 
     assert export_trace.IN_FLIGHT == prometheus.IN_FLIGHT
     assert prometheus.IN_FLIGHT in prometheus.build_traffic_queries("busy", None, None, "600s")
+
+
+def test_a_long_deployment_names_pods_are_its_own_though_kubernetes_cut_their_names(prometheus: str) -> None:
+    code, stdout, err = _export(prometheus, "-n", "long", "--deployment", LONG, "--out", "-")
+    assert code == 0, err
+    rates = [float(r["total_rate_rps"]) for r in csv.DictReader(io.StringIO(stdout))]
+    assert rates[:4] == pytest.approx([1.5] * 4)  # both of its pods, not the canary's
 
 
 def test_the_whole_model_counts_every_deployment_of_it_and_a_window_of_a_minute_reads_as_fine(
