@@ -210,9 +210,10 @@ def _bound(le: str | None) -> float | None:
     if le is None:
         return None
     try:
-        return float(le)  # "+Inf" too
+        bound = float(le)  # "+Inf" too
     except ValueError:
         return None
+    return None if math.isnan(bound) else bound
 
 
 class PodReads:

@@ -214,7 +214,7 @@ def test_a_pod_whose_page_breaks_the_parser_is_said_and_the_others_still_read() 
     bad = vllm_page(0, 0, 0, 0, 0, waiting=1).replace(
         "vllm:num_requests_waiting{", 'vllm:num_requests_waiting{b="c", ="e",', 1
     )
-    odd_bucket = vllm_page(0, 0, 0, 0, 0, waiting=1).replace('le="0.5"', 'le="fast"')
+    odd_bucket = vllm_page(0, 0, 0, 0, 0, waiting=1).replace('le="0.5"', 'le="fast"', 1).replace('le="0.5"', 'le="NaN"')
     pages = {"127.0.0.2": lambda: bad, "127.0.0.3": lambda: odd_bucket}
     targets = [("llm", "bad", f"http://127.0.0.2:{port}/metrics"), ("llm", "good", f"http://127.0.0.3:{port}/metrics")]
     reads = PodReads(timeout=2.0)
