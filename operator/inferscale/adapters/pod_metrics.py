@@ -78,9 +78,7 @@ _WANTED = frozenset(
     | {name for names in (*_RATES.values(), *_LATENCY.values()) for name in names}
 )
 # the families of the wanted samples, as a # TYPE or # HELP line names them (with or without _total)
-_FAMILIES = frozenset(
-    {n.removesuffix(suffix) for n in _WANTED for suffix in ("", "_total", "_bucket", "_sum", "_count")} | _WANTED
-)
+_FAMILIES = frozenset(n.removesuffix(suffix) for n in _WANTED for suffix in ("", "_total", "_bucket", "_sum", "_count"))
 _CHUNK = 1 << 16
 
 Labels = tuple[tuple[str, str], ...]  # sorted
@@ -217,7 +215,8 @@ def _bound(le: str | None) -> float | None:
 
 
 class PodReads:
-    """The reads of the pods kept between ticks, and the reading of them."""
+    """The reads of the pods kept between ticks, and the reading of them. Each read keeps its pod's reads of the
+    last window; the operator's loop prunes the pods not read since (`prune`) once a tick."""
 
     def __init__(self, timeout: float = READ_TIMEOUT) -> None:
         self.timeout = timeout
@@ -233,9 +232,6 @@ class PodReads:
     def kept(self) -> set[tuple[str, str]]:
         """The (namespace, pod) whose reads are kept."""
         return set(self._kept)
-
-    def reads(self, namespace: str, pod: str) -> list[Read]:
-        return list(self._kept.get((namespace, pod), []))
 
     def prune(self, now: float) -> None:
         """Forgets the pods not read for a window: gone, or Prometheus back."""
@@ -268,7 +264,6 @@ class PodReads:
             answers = await asyncio.gather(*(self._read(session, url) for _, _, url in targets), return_exceptions=True)
         errors: list[str] = []
         pods: dict[PodKey, PodSeries] = {}
-        self.prune(now)
         for (ns, pod, url), answer in zip(targets, answers, strict=True):
             if isinstance(answer, BaseException):
                 errors.append(f"{pod}: {_said(answer, self.timeout)}")

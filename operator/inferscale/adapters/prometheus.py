@@ -56,7 +56,8 @@ _PART, _CACHED = "inferscale_part", "cached"  # the label that sets the prefix c
 # on the pods whose names do not match, and group them under its values.
 WORKLOAD = "inferscale_deployment"
 _SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
-_POD_SUFFIX = f"{_SAFE}{{6,10}}-{_SAFE}{{5}}"
+_HASH_MIN, _HASH_MAX, _RANDOM = 6, 10, 5  # the pod-template hash's characters, and the name's random suffix
+_POD_SUFFIX = f"{_SAFE}{{{_HASH_MIN},{_HASH_MAX}}}-{_SAFE}{{{_RANDOM}}}"
 DEPLOYMENT_POD = f"(.+)-{_POD_SUFFIX}"
 VLLM, SGLANG = "vllm", "sglang"  # spec.engine's values
 # SGLang counts finished requests in num_requests_total; builds without it, in the e2e histogram's count
@@ -180,7 +181,7 @@ def build_traffic_queries(
     }
 
 
-_NAME_MAX, _RANDOM = 63, 5  # Kubernetes' generated names: a prefix cut to 58 characters, then 5 random
+_GENERATED_PREFIX = 63 - _RANDOM  # Kubernetes' generated names: a prefix cut to 58 characters, then the random
 
 
 def deployment_pods(deployment: str) -> str:
@@ -188,10 +189,10 @@ def deployment_pods(deployment: str) -> str:
     63 characters, Kubernetes' name generator cuts <deployment>-<hash>- to its first 58 and adds the 5 (a
     Deployment name of 47 characters or more). The vowel-free alphabet keeps a longer sibling's pods out."""
     whole = f"{re.escape(deployment)}-{_POD_SUFFIX}"
-    kept = _NAME_MAX - _RANDOM - len(deployment) - 1  # the hash's characters left after the cut
+    kept = _GENERATED_PREFIX - len(deployment) - 1  # the hash's characters left after the cut
     if kept < 0:  # the Deployment's name itself is cut
-        return f"{re.escape(deployment[: _NAME_MAX - _RANDOM])}{_SAFE}{{{_RANDOM}}}"
-    if kept < 10 + 1:  # some hash (6-10 characters) and its dash do not fit
+        return f"{re.escape(deployment[:_GENERATED_PREFIX])}{_SAFE}{{{_RANDOM}}}"
+    if kept < _HASH_MAX + 1:  # the longest hashes and their dash do not fit
         return f"{whole}|{re.escape(deployment)}-{_SAFE}{{{kept + _RANDOM}}}"
     return whole
 

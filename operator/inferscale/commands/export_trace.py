@@ -234,8 +234,9 @@ async def _read(
     answers: dict[str, list[tuple[dict[str, str], list[tuple[float, float]]]]] = {name: [] for name in queries}
 
     async def read(name: str) -> None:
-        # the in-flight count is read at the first window's start as well: a window's growth needs both ends
-        for first, last in chunks(start - window if name == IN_FLIGHT else start, end, window):
+        # from one point before the first window's end: the in-flight count at its start (a window's growth needs
+        # both ends); the rates' extra point is of no window and left unread
+        for first, last in chunks(start - window, end, window):
             answers[name].extend(await reader.range_query(queries[name], first, last, window))
 
     await asyncio.gather(*(read(name) for name in queries))
