@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
@@ -35,9 +35,6 @@ from inferscale.scaling.types import Policy
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
 HISTORY_STEP = 60.0
-# A history whose newest point is older than this has stopped (its range queries fail while the instant
-# ones answer): its recent peak and trend are not today's.
-HISTORY_STALE = 10 * HISTORY_STEP
 Selector = tuple[tuple[str, str], ...]
 # (selector group, namespace, model, Deployment); Deployment None: the sum over the model's Deployments
 HistoryKey = tuple[Selector, str, str, str | None]
@@ -204,6 +201,24 @@ def history_window(until: float | None, now: float) -> tuple[float, float] | Non
     if start > now:
         return None
     return start, start + math.floor((now - start) / HISTORY_STEP) * HISTORY_STEP
+
+
+def series_in(history: MutableMapping[HistoryKey, RateHistory], key: HistoryKey) -> RateHistory:
+    series = history.get(key)
+    if series is None:
+        series = history[key] = RateHistory(int(HISTORY_KEPT / HISTORY_STEP) + 1)
+    return series
+
+
+def add_pod_rate(history: MutableMapping[HistoryKey, RateHistory], key: HistoryKey, at: float, rate: float) -> None:
+    """A request rate the operator read from the pods themselves while Prometheus could not give it
+    (spec.metrics.podPort), one point a `HISTORY_STEP` as the range query's: the forecast then goes on leading
+    through an outage, instead of forecasting from the history as it stood at the outage's start and from
+    nothing `forecast.HISTORY_STALE` later. Prometheus holds nothing of the outage, so its range query after it
+    adds only the points newer than these."""
+    series = series_in(history, key)
+    if not series or at >= series[-1].at + HISTORY_STEP:
+        series.extend(((at, rate),))
 
 
 class Collector:
@@ -374,10 +389,7 @@ class Collector:
             del self.history[key]
 
     def _series(self, key: HistoryKey) -> RateHistory:
-        series = self.history.get(key)
-        if series is None:
-            series = self.history[key] = RateHistory(int(HISTORY_KEPT / HISTORY_STEP) + 1)
-        return series
+        return series_in(self.history, key)
 
     async def refresh(self) -> Tick:
         started = time.monotonic()

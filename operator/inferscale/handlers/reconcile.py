@@ -41,7 +41,7 @@ from inferscale.api.convert import (
 from inferscale.api.models import API_VERSION, KIND, PLURAL, InvalidSpec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
-from inferscale.handlers.collector import HISTORY_STALE, Tick, as_selector
+from inferscale.handlers.collector import HistoryKey, Tick, add_pod_rate, as_selector
 from inferscale.handlers.runtime import Runtime, ScaleRefusal, post_event
 from inferscale.handlers.scale_down import steer_scale_down
 from inferscale.handlers.status import (
@@ -68,7 +68,7 @@ from inferscale.handlers.status import (
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
-from inferscale.scaling.types import Decision, MetricsState, Observation, RateSample, ScalerState
+from inferscale.scaling.types import Decision, MetricsState, Observation, ScalerState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 TEMPLATE_HASH = "inferscale.dev/template-hash"
@@ -282,17 +282,14 @@ def _competing_services(tick: Tick, body: Mapping[str, Any], target: str, every:
     ]
 
 
-def _history(
-    rt: Runtime, selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str], now: float
-) -> Sequence[RateSample]:
-    """The target's own rate history, read in place; the model's total in the namespace when its pod names
-    do not say their Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not.
-    Empty when there is none (a new Deployment does not inherit another's traffic) or it has stopped: the
-    forecast is then unknown, and the observed rate sizes alone."""
+def _history_key(selector: Mapping[str, str], ns: str, model: str, target: str, pods: Iterable[str]) -> HistoryKey:
+    """The target's own rate history; the model's total in the namespace when its pod names do not say their
+    Deployment (see `prometheus.DEPLOYMENT_POD`), as a long Deployment name's pods' do not. A new Deployment
+    has none (it does not inherit another's traffic): the forecast is then unknown, and the observed rate sizes
+    alone, as it does once the history has stopped (`forecast.HISTORY_STALE`)."""
     names = list(pods)
     own = not names or any(deployment_of(p) == target for p in names)
-    history = rt.history.get((as_selector(selector), ns, model, target if own else None)) or ()
-    return history if history and history[-1].at >= now - HISTORY_STALE else ()
+    return as_selector(selector), ns, model, target if own else None
 
 
 async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState, now: float) -> bool:
@@ -479,8 +476,12 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     obs, why = observe(
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
     )
+    key = _history_key(spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
     if spec.metrics.pod_port is not None and obs.state in (MetricsState.MISSING, MetricsState.STALE) and ts.ready_pods:
         obs, why = await _from_pods(rt, tick, spec, workload, pods, policy.stale_after, (obs, why))
+        # every Ready pod's rate, on the target's own history: a model's total is not one Deployment's
+        if obs.state is MetricsState.COMPLETE and obs.request_rate is not None and key[3] is not None:
+            add_pod_rate(rt.history, key, now, obs.request_rate)
     if policy.slo_tpot_p95 is None:
         # read only while some service sets the SLO: shown for none that does not, so it never comes and goes
         obs = replace(obs, tpot_p95=None)
@@ -498,7 +499,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
             spec.engine,
         ),
     )
-    rates = _history(rt, spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods, now)
+    rates = rt.history.get(key) or ()
     decision = decide(obs, policy, state, now, rates)
 
     acted = ahead = unconfirmed = False

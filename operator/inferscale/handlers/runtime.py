@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ class ScaleRefusal:
 class Runtime:
     kube: KubeApi
     default_interval: float
-    history: Mapping[HistoryKey, RateHistory]  # (selector group, namespace, model, Deployment)
+    history: MutableMapping[HistoryKey, RateHistory]  # (selector group, namespace, model, Deployment)
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided

@@ -46,6 +46,10 @@ SEASON_PROBE = 300.0  # half-width of the window averaged around each past insta
 # or extra sample never leaves the seasonal method short of its two seasons. The simulator hands the policy
 # no more than this, so that a replay forecasts from what the operator would have, not from weeks of it.
 HISTORY_KEPT = 2 * 86400.0 + 3600.0
+# A history whose newest sample is older than this has stopped (the operator's range queries fail while its
+# instant ones answer, or a replay's Prometheus is down): its recent peak and trend are not today's, and the
+# forecast is unknown rather than the old peak. Ten of the operator's one-minute points.
+HISTORY_STALE = 600.0
 
 Method = Literal["seasonal", "holt", "peak", "none"]
 
@@ -60,13 +64,14 @@ class Forecast:
 
 def forecast(history: Sequence[RateSample], now: float, horizon: float, season: float = 86400.0) -> Forecast:
     """Forecast the request rate at `now + horizon`. `history` is sorted by time, oldest first;
-    samples after `now` and non-finite values are ignored."""
+    samples after `now` and non-finite values are ignored, and a history that stopped `HISTORY_STALE` ago
+    forecasts nothing."""
     if not (math.isfinite(now) and math.isfinite(horizon) and horizon >= 0):
         raise ValueError(f"forecast needs a finite now and a horizon >= 0, got now={now!r}, horizon={horizon!r}")
     if not (math.isfinite(season) and season > 0):
         raise ValueError(f"forecast season must be a positive number of seconds, got {season!r}")
     end = bisect_right(history, now, key=_at)
-    if end == 0:
+    if end == 0 or history[end - 1].at < now - HISTORY_STALE:
         return Forecast(None, "none", horizon, None)
     peak = _recent_peak(history, end, now)
     if peak is None:

@@ -217,7 +217,7 @@ def run_fluid(
             latency.clear()
             minute.clear()
         if now >= next_history:
-            if view.stores(now) and (served_rate := minute.rate(minute.served)) is not None:
+            if (served_rate := minute.rate(minute.served)) is not None:  # None inside an outage: cleared
                 history.append(RateSample(now, served_rate))
             next_history += 60.0
         if now >= next_decide:

@@ -88,14 +88,11 @@ class Observer:
         self._next_history = 0.0
         self._last_scrape_at: float | None = None  # kept or not: the GPU busy fraction spans one scrape interval
 
-    def scrape(
-        self, now: float, fleet: Fleet, arrived: int | None = None, keep: bool = True, store: bool = True
-    ) -> None:
+    def scrape(self, now: float, fleet: Fleet, arrived: int | None = None, keep: bool = True) -> None:
         """`arrived`: requests that reached the router by `now` since the start (None: not counted). `keep`
         False: Prometheus stores nothing of this scrape (it is down, or the pods' series are gone), so the
-        windows after it span only the samples on either side of the gap, as PromQL's rate and increase do.
-        `store` False with `keep`: the scrape is kept for the windows but not for the rate history, as the
-        operator's own reads of the pods through an outage are."""
+        windows and the rate history after it span only the samples on either side of the gap, as PromQL's
+        rate and increase do."""
         for r in fleet.deleted[self._n_retired :]:
             self._retired = [a + b for a, b in zip(self._retired, _counters(r.engine), strict=True)]
         self._n_retired = len(fleet.deleted)
@@ -133,7 +130,7 @@ class Observer:
         horizon = now - max(self.latency_window, self.rate_window) - self.scrape_interval
         while len(self._scrapes) > 2 and self._scrapes[1].at <= horizon:
             self._scrapes.popleft()
-        if now >= self._next_history and store:
+        if now >= self._next_history:
             rate = self._rate(_SUCCESS, self.rate_window)
             if rate is not None:
                 self.rate_history.append(RateSample(now, rate))

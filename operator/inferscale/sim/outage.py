@@ -4,7 +4,8 @@ Two kinds, because the peers fail differently in each (`reference/peer-autoscale
 
 - ``prometheus-down``: the server does not answer. Every query errors. The operator's adapter then builds an
   Observation that holds only what the API server says (replicas, Ready and pending pods) with its metrics
-  state MISSING (`adapters/observation.observe`), and its rate-history range query fails.
+  state MISSING (`adapters/observation.observe`), and its rate-history range query fails: it forecasts from the
+  history it holds, which stops at the outage's start (nothing once that is `forecast.HISTORY_STALE` old).
 - ``vllm-unscraped``: Prometheus answers, but the vLLM pods' series stop (a ServiceMonitor deleted, the metrics
   port renamed). Queries on them return empty results, not errors. The operator reads them as no fresh
   sample (MISSING); KEDA's Prometheus trigger, with `ignoreNullValues` at its default true, reads an empty
@@ -22,7 +23,8 @@ PromQL's rate and increase over a range with a hole in it do.
 
 inferscale with `spec.metrics.podPort` (`simulate --read-pods`) `PODS`: it reads the pods' /metrics itself
 through either kind (`adapters.pod_metrics`): the engines' own figures, its first read of the outage the gauges
-alone, and Prometheus named failed so that no scale-down rests on them.
+alone, and Prometheus named failed so that no scale-down rests on them. The request rates it reads go on its
+rate history, a point a minute (`collector.add_pod_rate`), so the forecast leads through the outage too.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Outage:
 
 class OutageView:
     """One replay's policy seen through an outage: `decide` calls the policy, or not, with what it would see.
-    The replay stores no scrape the outage takes away (`keeps`), so its rate history already has the gap."""
+    The replay keeps no scrape the outage takes away (`keeps`), so its rate history already has the gap."""
 
     def __init__(self, outage: Outage | None, policy_name: str, reads_pods: bool = False) -> None:
         self.outage = outage
@@ -96,17 +98,12 @@ class OutageView:
         self._pods_read = False  # whether the pods were read before in the outage (the first read has no rate)
 
     def keeps(self, at: float) -> bool:
-        """Whether the windows this policy reads hold the scrape at `at`: not inside an outage that reaches
-        them (a policy reading another source keeps its own samples; inferscale reading the pods keeps its own
-        reads, which end when Prometheus answers again: its first minute back reads them as Prometheus's)."""
+        """Whether the windows and the rate history this policy reads hold the scrape at `at`: not inside an
+        outage that reaches them (a policy reading another source keeps its own samples; inferscale reading the
+        pods keeps its own reads, which end when Prometheus answers again: its first minute back reads them as
+        Prometheus's)."""
         outage = self.outage
         return outage is None or self.behaviour in (_U, Behaviour.PODS) or not outage.covers(at)
-
-    def stores(self, at: float) -> bool:
-        """Whether Prometheus stores the scrape at `at` for the rate history a policy reads back: the pods'
-        reads through an outage are the operator's own, not Prometheus's."""
-        outage = self.outage
-        return outage is None or self.behaviour is _U or not outage.covers(at)
 
     def replicas(self, decide: _Decide, obs: Observation, now: float, history: Sequence[RateSample]) -> int | None:
         """The count the policy asks for at `now`, or None when it skips the round (the count stays)."""
@@ -115,11 +112,10 @@ class OutageView:
             return decide(obs, now, history)
         if self.behaviour is _H:
             return None
-        seen: Sequence[RateSample] = () if outage.kind == PROMETHEUS_DOWN else history
         if self.behaviour is Behaviour.PODS:
             first, self._pods_read = not self._pods_read, True
-            return decide(pods_read(obs, first), now, seen)
-        return decide(blind(obs), now, seen)
+            return decide(pods_read(obs, first), now, history)
+        return decide(blind(obs), now, history)
 
 
 def pods_read(obs: Observation, first: bool) -> Observation:

@@ -148,7 +148,7 @@ def run_policy(
                 fleet.promote(tau)
             if next_scrape <= tau:
                 fleet.reap(tau)
-                observer.scrape(tau, fleet, arrived, view.keeps(tau), view.stores(tau))
+                observer.scrape(tau, fleet, arrived, view.keeps(tau))
                 next_scrape += cfg.scrape_interval
             if next_decide <= tau:
                 obs = observer.observe(tau, fleet)

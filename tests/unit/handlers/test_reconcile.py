@@ -1251,6 +1251,41 @@ async def test_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scal
     assert "no scale-down while a query failed" in down.message and "prometheus" in down.message
 
 
+async def test_through_a_prometheus_outage_the_pods_rates_carry_the_forecast_s_history_on() -> None:
+    from tests.unit.adapters.test_pod_metrics import MODEL, serving, vllm_page
+
+    ips = {"llm-7d9f8c6b5-x2x4q": "127.0.0.2", "llm-7d9f8c6b5-b7kqz": "127.0.0.3"}
+    pods = [{**ready_pod(name), "status": {**ready_pod(name)["status"], "podIP": ip}} for name, ip in ips.items()]
+    with __import__("socket").socket() as s:
+        s.bind(("127.0.0.2", 0))
+        port = s.getsockname()[1]
+    requests = [0.0]
+
+    def page() -> str:
+        return vllm_page(requests[0], 0, 0, requests[0], 0, waiting=0.0)
+
+    # Prometheus's history stopped with the outage, 9 minutes ago: a minute more and it would forecast nothing
+    key = ((), "ns", MODEL, "llm")
+    before = RateHistory(100)
+    before.extend((NOW - 540.0 - 60.0 * i, 10.0) for i in reversed(range(10)))
+    rt = Runtime(kube=(kube := FakeKube()), default_interval=10.0, history={key: before})  # type: ignore[arg-type]
+    spec = {**GOOD, "model": {"name": MODEL}, "metrics": {"podPort": port}, "replicas": {"min": 1, "max": 10}}
+    decisions = []
+    async with serving({ip: page for ip in ips.values()}, port):
+        for i in range(14):  # every 10 s for 130 s, each pod's two engines serving 15 req/s each
+            t = tick(pods={"ns": pods})
+            t.at = NOW + 10.0 * i
+            requests[0] = 150.0 * i
+            status = kube.statuses()[-1] if kube.statuses() else None
+            decisions.append(await reconcile(rt, t, svc(spec, status)))
+    added = [(s.at - NOW, s.value) for s in rt.history[key] if s.at >= NOW]
+    # the first read has no rate; then one point a minute, the fleet's 60 req/s, as the range query's would be
+    assert [at for at, _ in added] == [10.0, 70.0, 130.0]
+    assert [v for _, v in added] == pytest.approx([60.0, 60.0, 60.0], rel=1e-2)
+    last = decisions[-1]
+    assert last is not None and last.forecast_method is not None and last.forecast_rps == pytest.approx(60.0, rel=0.05)
+
+
 async def test_without_a_pod_port_or_an_answer_from_the_pods_the_outage_holds() -> None:
     pods = [{**ready_pod("llm-7d9f8c6b5-x2x4q"), "status": {**ready_pod("x")["status"], "podIP": "127.0.0.2"}}]
     with __import__("socket").socket() as s:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from inferscale.scaling import RateSample, forecast
-from inferscale.scaling.forecast import MAX_GROWTH, PEAK_WINDOW
+from inferscale.scaling.forecast import HISTORY_STALE, MAX_GROWTH, PEAK_WINDOW
 
 DAY = 86400.0
 
@@ -21,6 +21,15 @@ def series(values: list[float], step: float = 60.0, start: float = 0.0) -> list[
 def test_no_history_forecasts_nothing() -> None:
     f = forecast([], now=100.0, horizon=180.0)
     assert (f.rps, f.method) == (None, "none")
+
+
+def test_a_history_that_stopped_forecasts_nothing_rather_than_its_old_peak() -> None:
+    ramp = series([10.0 + 0.5 * i for i in range(40)])  # then Prometheus stopped answering the range query
+    last = ramp[-1].at
+    within = forecast(ramp, now=last + HISTORY_STALE, horizon=180.0)
+    assert within.method == "holt" and within.rps is not None and within.rps > 29.5
+    stopped = forecast(ramp, now=last + HISTORY_STALE + 1.0, horizon=180.0)
+    assert (stopped.rps, stopped.method, stopped.recent_peak) == (None, "none", None)
 
 
 def test_short_history_forecasts_the_recent_peak() -> None:

@@ -87,12 +87,14 @@ def test_a_controller_whose_fetch_errors_skips_its_rounds() -> None:
 
 def test_inferscale_decides_on_what_the_adapter_builds_when_prometheus_does_not_answer() -> None:
     view, decide = OutageView(OUTAGE_DOWN, "inferscale"), Recorder()
-    assert view.replicas(decide, seen(420.0), 420.0, history_until(420.0)) == 7
+    assert view.replicas(decide, seen(420.0), 420.0, history_until(300.0)) == 7
     obs, _, history = decide.calls[0]
     assert obs == Observation(
         at=420.0, current_replicas=5, ready_replicas=4, pending_replicas=1, state=MetricsState.MISSING
     )
-    assert history == []  # the range query failed too
+    # the range query failed too: the history the operator holds, as it stood at the outage's start (the
+    # forecast reads nothing of it once it is forecast.HISTORY_STALE old)
+    assert history == history_until(300.0)
 
 
 def test_keda_reads_empty_vllm_series_while_the_history_before_them_stays() -> None:
@@ -169,6 +171,23 @@ def test_the_rate_history_keeps_the_outage_s_gap_for_a_policy_reading_prometheus
     assert policy.history[-1] > 480.0 and bool(inside) == (name == "knative-kpa")  # Knative reads its queue-proxy
 
 
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_rate_history_goes_on_through_an_outage_only_reading_the_pods(azure_trace: Path, kind: str) -> None:
+    outage = Outage(kind, 120.0, 480.0)
+    inside: dict[bool, list[float]] = {}
+    for reads_pods in (False, True):
+        prepared = prepare(
+            Scenario(azure_trace, rate_scale=60.0, time_to_ready=TimeToReady.parse("60s"), outage=outage)
+        )
+        policy = Shrinking("inferscale")
+        policy.reads_pods = reads_pods
+        run_policy(prepared.workload, policy, prepared.run_config)  # type: ignore[arg-type]
+        inside[reads_pods] = [at for at in policy.history if outage.covers(at)]
+    assert inside[False] == []  # Prometheus stored nothing; the operator's history stops at the outage's start
+    gaps = {round(b - a) for a, b in zip(inside[True], inside[True][1:])}  # its own reads, one a minute
+    assert len(inside[True]) >= 5 and gaps == {60}
+
+
 def test_with_prometheus_down_keda_holds_its_count_as_its_hpa_does_on_a_metric_error(azure_trace: Path) -> None:
     outage = Outage(PROMETHEUS_DOWN, 120.0, 540.0)
     counts = during(replay(azure_trace, "keda-queue", outage), outage)
@@ -192,6 +211,7 @@ class Shrinking:
         self.replicas = replicas
         self.seen: list[Observation] = []
         self.history: list[float] = []  # when the samples of the last history it was given were taken
+        self.reads_pods = False  # spec.metrics.podPort, for the name "inferscale"
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         self.seen.append(obs)
@@ -214,6 +234,22 @@ def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does(
     assert blind.seen and all(o.state is MetricsState.MISSING and o.waiting is None for o in blind.seen)
 
 
+def test_the_fluid_rate_history_goes_on_through_an_outage_only_reading_the_pods() -> None:
+    profile = replica_profile("llama-3.1-8b", "h100-80gb")
+    curve = [RatePoint(600.0 * i, 5.0, 500.0, 100.0) for i in range(2)]
+    outage = Outage(PROMETHEUS_DOWN, 300.0, 900.0)
+    cfg = RunConfig(
+        EngineConfig.from_profile(profile), 1, 0.5, 0.05, TimeToReady.parse("60s"), 4, warmup=10.0, outage=outage
+    )
+    inside: dict[bool, list[float]] = {}
+    for reads_pods in (False, True):
+        policy = Shrinking("inferscale", 4)
+        policy.reads_pods = reads_pods
+        run_fluid(curve, 1200.0, policy, profile, cfg)
+        inside[reads_pods] = [at for at in policy.history if outage.covers(at)]
+    assert inside[False] == [] and inside[True] == [300.0 + 60.0 * i for i in range(10)]
+
+
 def test_after_an_outage_the_fluid_windows_hold_only_what_was_scraped_since() -> None:
     profile = replica_profile("llama-3.1-8b", "h100-80gb")
     curve = [RatePoint(0.0, 5.0, 500.0, 100.0), RatePoint(600.0, 40.0, 500.0, 100.0)]
@@ -232,14 +268,14 @@ def test_after_an_outage_the_fluid_windows_hold_only_what_was_scraped_since() ->
 def test_inferscale_reading_the_pods_sees_their_gauges_then_their_rates_and_names_prometheus_failed() -> None:
     view, decide = OutageView(OUTAGE_DOWN, "inferscale", reads_pods=True), Recorder()
     for now in (240.0, 300.0, 310.0):
-        view.replicas(decide, seen(now), now, history_until(now))
+        view.replicas(decide, seen(now), now, history_until(now))  # the replay keeps the pods' reads in it
     before, first, second = (obs for obs, _, _ in decide.calls)
     assert before == seen(240.0)  # before the outage, Prometheus's
     # the first read: the gauges alone; a counter's rate needs a second read
     assert (first.waiting, first.kv_cache_utilization, first.pods_reporting) == (3.0, 0.5, 4)
     assert first.request_rate is None and first.ttft_p95 is None and first.failed_queries == {"prometheus"}
     assert second == replace(seen(310.0), failed_queries=frozenset({"prometheus"}))
-    assert decide.calls[1][2] == []  # the range query failed: no new history
+    assert decide.calls[2][2] == history_until(310.0)
     # a controller that skips its rounds is not made to read the pods
     assert OutageView(OUTAGE_DOWN, "wva-saturation", reads_pods=True).behaviour is Behaviour.HOLD
 
