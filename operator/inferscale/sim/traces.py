@@ -8,7 +8,11 @@ Formats (auto-detected from the first line):
   mean_output_tokens,...``. Requests are generated per window by a seeded Poisson process (the count
   is Poisson(rate·window), arrivals uniform in the window) with lognormal token lengths whose mean is
   the window's mean. A window with rate 0 is a collection gap, not idle traffic: its rate and token
-  means are interpolated linearly between the nearest valid windows (carried at the ends). The token
+  means are interpolated linearly between the nearest valid windows (carried at the ends). A window
+  beside a gap with under `PARTIAL_SHARE` of the rate of the window on its other side is one that
+  collection stopped or resumed inside (m-mid's windows after its gaps hold 14 req/s between ones of
+  2,000: a few seconds of the ten minutes), and is a gap too; read as traffic, it made the filled gap
+  a ramp down to it and a 150x jump after. The token
   means cover only part of the traffic (`token_info_rate_fraction`); they are applied to all of it.
   An empty or zero token mean in a window with traffic is unknown too, and filled the same way; a
   negative value, a row shorter than the header or a column named twice is an error.
@@ -59,6 +63,10 @@ TRACE_FORMATS = ("azure", "mooncake", "servegen")
 AZURE_HEADER = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 SERVEGEN_COLUMNS = ("window_start_s", "total_rate_rps", "mean_input_tokens", "mean_output_tokens")
 
+# A ServeGen window beside a collection gap holding under this share of the rate on its other side was
+# collected for part of its ten minutes (`_partly_collected`). m-mid's seven hold 0.5-1%; its quietest other
+# window beside a gap (3.2 req/s beside 5.0, at night) is at 65%, and every one of m-small's at 73% or more.
+PARTIAL_SHARE = 0.1
 # Lognormal shape of generated token lengths, fitted to the Azure conversation trace's p99/mean
 # (input 4142/1155 -> sigma 0.65; output 601/211 -> sigma 0.5). ServeGen publishes means only.
 INPUT_SIGMA = 0.65
@@ -669,6 +677,8 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
     else:
         window = 600.0
     _check_stretch(path, starts[-1] - starts[0] + window, time_scale)
+    for i in _partly_collected(rates, window):
+        rates[i], ins[i], outs[i] = 0.0, None, None
     rate_filled = _fill_gaps(path, "total_rate_rps", [r if r > 0 else None for r in rates])
     in_filled = _fill_gaps(path, "mean_input_tokens", ins)
     out_filled = _fill_gaps(path, "mean_output_tokens", outs)
@@ -680,6 +690,21 @@ def _servegen_curve(path: Path, rate_scale: float, time_scale: float) -> tuple[l
         for s, r, i, o in zip(starts, rate_filled, in_filled, out_filled, strict=True)
     ]
     return curve, win
+
+
+def _partly_collected(rates: list[float], window: float) -> list[int]:
+    """The windows beside a gap whose rate is under `PARTIAL_SHARE` of the window's on their other side. Not one
+    with less than a request in it: that is a window in which nothing arrived (`export-trace` writes it at
+    0.000001 req/s, as 0 is a gap), and a part of a window collected without a request in it is a gap already."""
+    return [
+        i
+        for i in range(1, len(rates) - 1)
+        if rates[i] * window >= 1
+        and any(
+            rates[gap] == 0 and rates[i] < PARTIAL_SHARE * rates[other]
+            for gap, other in ((i - 1, i + 1), (i + 1, i - 1))
+        )
+    ]
 
 
 def _fill_gaps(path: Path, column: str, values: list[float | None]) -> list[float]:

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,7 +11,8 @@ from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
-from inferscale.sim.fluid import _Latency, run_fluid
+from inferscale.sim.fluid import _Latency, run_fluid, ttft_quantile
+from inferscale.sim.outage import PROMETHEUS_DOWN, Outage
 from inferscale.sim.run import RunConfig, Workload, run_policy
 from inferscale.sim.traces import RatePoint
 
@@ -119,3 +122,43 @@ def test_the_latencies_a_policy_sees_span_the_histograms_two_minutes() -> None:
         latency.add(10.0, 0.04, 10.0)
     assert latency.ttft_p95() == pytest.approx(10.0, rel=1e-6)
     assert _Latency(5.0).ttft_p95() is None and _Latency(5.0).itl_mean() is None  # nothing served: unknown
+
+
+def test_the_scores_ttft_quantiles_are_the_requests_not_the_steps_p95s() -> None:
+    # a steady load: every step has one P95; under the exponential tail the attainment assumes, P99 sits at
+    # ln 100 / ln 20 of it (the steps' P95s read P99 = P95)
+    r = run_fluid(flat(0.8 * 4 * CAPACITY), 7200.0, Fixed(4), PROFILE, cfg(4))
+    p95, p99 = r.scores.ttft_p95_s, r.scores.ttft_p99_s
+    assert p95 is not None and p99 is not None
+    assert p99 == pytest.approx(p95 * math.log(100) / math.log(20), rel=1e-3)
+    # a tenth of the requests at a P95 of 10 s: their tail, not the worst steps' P95, sets the requests' P95
+    assert ttft_quantile([(0.1, 90.0), (10.0, 10.0)], 0.95) == pytest.approx(2.314, abs=1e-3)
+    # requests nobody served wait a fixed time: 5% waited 30 s, so the P99 is that wait
+    assert ttft_quantile([(0.1, 95.0)], 0.99, [(30.0, 5.0)]) == pytest.approx(30.0)
+    assert ttft_quantile([(0.1, 99.5)], 0.99, [(30.0, 0.5)]) < 0.2
+    assert math.isnan(ttft_quantile([], 0.95))
+
+
+def test_the_fluid_timeline_records_the_ttft_the_policy_observes() -> None:
+    outage = Outage(PROMETHEUS_DOWN, 1800.0, 2400.0)
+    policy = Fixed(4)
+    policy.name = "keda-queue"  # a policy that reads Prometheus
+    r = run_fluid(flat(2 * CAPACITY), 3600.0, policy, PROFILE, replace(cfg(4), outage=outage))
+    inside = [p for at, p in zip(r.timeline.at, r.timeline.ttft_p95, strict=True) if outage.covers(at)]
+    assert inside and all(p is None for p in inside)  # Prometheus holds nothing: nothing observed
+    after = [p for at, p in zip(r.timeline.at, r.timeline.ttft_p95, strict=True) if at >= 2400.0 + 120.0]
+    assert after and all(p is not None and p < 0.5 for p in after)
+
+
+def test_a_window_no_replica_can_hold_is_refused_not_queued_for_the_next() -> None:
+    # vLLM refuses a prompt that can never fit the KV cache: missed and gone, as the request-level engine counts it
+    normal = RatePoint(0.0, 0.7 * 4 * CAPACITY, 500.0, 100.0)
+    alone = run_fluid([normal, normal._replace(t=600.0)], 1200.0, Fixed(4), PROFILE, cfg(4)).scores
+    policy = Fixed(4)
+    curve = [normal._replace(mean_input=600_000.0), normal._replace(t=600.0)]
+    after = run_fluid(curve, 1200.0, policy, PROFILE, cfg(4)).scores
+    n = 0.7 * 4 * CAPACITY * 600
+    assert after.unfinished == round(n)  # the refused window, all of it
+    assert after.slo_attainment * after.requests == pytest.approx(alone.slo_attainment * n, rel=0.01)
+    assert all(o.waiting is not None and o.waiting < 100 for o in policy.seen if o.at > 600.0)  # no phantom queue
+    assert after.itl_mean_s == pytest.approx(alone.itl_mean_s, rel=1e-6)  # of the requests served

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -184,7 +185,7 @@ def test_the_rate_history_goes_on_through_an_outage_only_reading_the_pods(azure_
         run_policy(prepared.workload, policy, prepared.run_config)  # type: ignore[arg-type]
         inside[reads_pods] = [at for at in policy.history if outage.covers(at)]
     assert inside[False] == []  # Prometheus stored nothing; the operator's history stops at the outage's start
-    gaps = {round(b - a) for a, b in zip(inside[True], inside[True][1:])}  # its own reads, one a minute
+    gaps = {round(b - a) for a, b in pairwise(inside[True])}  # its own reads, one a minute
     assert len(inside[True]) >= 5 and gaps == {60}
 
 

@@ -195,6 +195,22 @@ def test_servegen_gaps_are_interpolated_not_idle(tmp_path: Path) -> None:
     assert counts[1] > 0.5 * 20 * 600  # a gap is not idle
 
 
+def test_a_servegen_window_collected_for_part_of_its_time_beside_a_gap_is_a_gap_too(tmp_path: Path) -> None:
+    rows = [
+        "0,100,5,100,20,0.5",
+        "600,0.0,0,,,",
+        "1200,1.2,5,900,90,0.5",  # collection resumed seconds before this window's end: 1.2 of 100 req/s
+        "1800,100,5,100,20,0.5",
+        "2400,30,5,100,20,0.5",  # traffic falling by whole windows: traffic, whatever gap follows
+        "3000,0.0,0,,,",
+        "3600,10,5,100,20,0.5",
+    ]
+    curve = load_rate_curve(write(tmp_path, "sg.csv", SERVEGEN_HEADER + "\n".join(rows) + "\n"))
+    # a ramp down to 1.2 req/s and an 80x jump after it, were the part-window read as ten minutes of traffic
+    assert [p.rate for p in curve] == pytest.approx([100, 100, 100, 100, 30, 20, 10])
+    assert [p.mean_input for p in curve] == pytest.approx([100, 100, 100, 100, 100, 100, 100])
+
+
 def test_rate_curve_of_a_trace_marks_empty_windows_unknown(tmp_path: Path) -> None:
     lines = '{"timestamp": 0, "input_length": 10, "output_length": 5}\n'
     lines += '{"timestamp": 150000, "input_length": 30, "output_length": 7}\n'
