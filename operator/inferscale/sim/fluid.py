@@ -42,6 +42,7 @@ import numpy as np
 
 from inferscale.perf import ReplicaProfile, operating_point
 from inferscale.perf.capacity import ReplicaQueue, hard_limit
+from inferscale.scaling.histogram import histogram_quantile
 from inferscale.scaling.types import MetricsState, Observation, RateSample
 from inferscale.sim.decisions import DecisionLog
 from inferscale.sim.outage import OutageView
@@ -49,6 +50,7 @@ from inferscale.sim.policy import ScalingPolicy
 from inferscale.sim.run import RunConfig, RunResult, Timeline
 from inferscale.sim.scores import Scores
 from inferscale.sim.traces import RatePoint
+from inferscale.sim.vllm_buckets import TTFT_BUCKETS
 
 LATENCY_WINDOW = 120.0  # seconds: the latency histograms' rate window (sim.observe, adapters.prometheus)
 _GRID = 1.05  # token lengths are rounded up onto a 5 % geometric grid (as the policies' context does)
@@ -177,6 +179,7 @@ def run_fluid(
     waited: list[tuple[float, float]] = []  # a step nobody served: the wait its arrivals all sat out
     itl_sum = itl_n = refused = 0.0
     steps = math.ceil(duration / dt)
+    table = tables[0]  # the window of the last step, once the loop has run: it drains the backlog left
     for k in range(steps):
         t = k * dt
         while pending and pending[0][0] <= t:
@@ -272,9 +275,15 @@ def run_fluid(
         itl_mean_s=itl_sum / itl_n if itl_n > 0 else None,
         scale_actions=scale_actions,
         requests=round(total),
-        unfinished=round(backlog + refused),
+        unfinished=round(_left_after_grace(backlog, ready * table.mu_max, cfg.grace) + refused),
     )
     return RunResult(policy.name, scores, timeline, time.perf_counter() - started, decisions=log.records)
+
+
+def _left_after_grace(backlog: float, capacity_rps: float, grace: float) -> float:
+    """What the last backlog still holds once the Ready replicas have served it for the grace the request-level
+    replay gives requests in flight at the end (`run.py`): only that is unfinished there."""
+    return max(0.0, backlog - capacity_rps * grace)
 
 
 class _Latency:
@@ -299,9 +308,17 @@ class _Latency:
         return sum(itl * n for _, itl, n in steps) / total if total > 0 else None
 
     def ttft_p95(self) -> float | None:
-        """The P95 of the window's mixture of steps, each with the exponential tail `_ttft_miss` assumes."""
-        served = [(p95, n) for p95, _, n in self._served()]
-        return ttft_quantile(served, 0.95) if served else None
+        """What `histogram_quantile(0.95, ...)` reads of the window's steps over vLLM's TTFT buckets, each step's
+        requests with the exponential tail `_ttft_miss` assumes: between two bounds a P95 reads as Prometheus
+        interpolates it (3.0 s as 3.57 s, over a 3.5 s target), as the request-level observer's does."""
+        weights: dict[float, float] = {}  # the steps of one steady load share their P95: one term per value
+        for p95, _, n in self._served():
+            weights[p95] = weights.get(p95, 0.0) + n
+        if not weights:
+            return None
+        buckets = {le: sum(n * _share_within(le, p95) for p95, n in weights.items()) for le in TTFT_BUCKETS}
+        buckets[math.inf] = sum(weights.values())
+        return histogram_quantile(0.95, buckets)
 
 
 class _LastMinute:
@@ -376,6 +393,11 @@ def _observation(
     )
 
 
+def _share_within(bound: float, p95: float) -> float:
+    """Share of a step's requests with a TTFT at or under `bound`, by the tail `_ttft_miss` assumes."""
+    return 1.0 - _ttft_miss(p95, bound)
+
+
 def _ttft_miss(p95: float, slo: float) -> float:
     """Share of requests above `slo` when TTFT has an exponential tail with this P95:
     P(T > x) = exp(-x / θ) with θ = P95 / ln 20, so P(T > slo) = 0.05 ** (slo / P95)."""
@@ -384,7 +406,7 @@ def _ttft_miss(p95: float, slo: float) -> float:
     return 1.0 if not math.isfinite(p95) else 0.05 ** (slo / p95)
 
 
-_VECTORISED = 64  # terms from which numpy's call overhead pays: a 2-m window holds 24, a 14-day score 240,000
+_VECTORISED = 64  # terms from which numpy's call overhead pays: a 14-day score holds 240,000
 
 
 def ttft_quantile(

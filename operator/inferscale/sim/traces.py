@@ -169,7 +169,9 @@ def load_request_arrays(
     start: float = 0.0,
 ) -> tuple[RequestArrays, float]:
     """All requests as columns, and the duration covered (seconds on the scaled axis)."""
-    chunks, span = iter_request_chunks(path, fmt, rate_scale, time_scale, duration, seed, start=start)
+    chunks, span = iter_request_chunks(
+        path, fmt, rate_scale, time_scale, duration, seed, start=start, at_most=MAX_REQUESTS
+    )
     parts = list(chunks)
     if not parts:
         return _empty(), span
@@ -192,14 +194,22 @@ def iter_request_chunks(
     seed: int = 0,
     *,
     start: float = 0.0,
+    at_most: int | None = None,
 ) -> tuple[Iterator[RequestArrays], float]:
     """Requests in arrival order, lazily: one chunk per ServeGen window (a request trace is one chunk).
-    Returns the iterator and the duration covered."""
+    Returns the iterator and the duration covered. `at_most`: the requests a ServeGen replay is expected to
+    hold may not pass it (a caller holding them all in memory: a whole 14-day curve is two billion)."""
     p = Path(path)
     _check_scales(p, rate_scale, time_scale, duration, start)
     kind = resolve_format(p, fmt)
     if kind == "servegen":
         part = _servegen_part(p, rate_scale, time_scale, duration, start)
+        expected = sum(pt.rate * min(part.window, part.span - pt.t) for pt in part.curve if pt.t < part.span)
+        if at_most is not None and expected > at_most:
+            raise TraceError(
+                f"{p}: {_length(part.span)} of it at --rate-scale {rate_scale:g} is about {expected:,.0f} requests; "
+                f"a replay held in memory may hold {at_most:,}: give a shorter --duration or a smaller --rate-scale"
+            )
         return _servegen_requests(part.curve, part.window, part.span, seed, first=part.first), part.span
     arrays, span = _request_trace(p, kind, time_scale)
     _check_copies(p, len(arrays), rate_scale)
@@ -743,18 +753,19 @@ def _number(path: Path, line: int, column: str, raw: str | None) -> float | None
 def _servegen_requests(
     curve: list[RatePoint], win: float, span: float, seed: int, first: int = 0
 ) -> Iterator[RequestArrays]:
-    """`first`: the place of curve[0] in the file, which keys each window's random stream."""
+    """`first`: the place of curve[0] in the file, which keys each window's random stream. A window the span
+    cuts is drawn whole and cut, so that a shorter replay is the start of a longer one with the same seed."""
     for i, pt in enumerate(curve, start=first):
         if pt.t >= span:
             return
         rng = np.random.default_rng(np.random.SeedSequence([seed, i]))
-        length = min(win, span - pt.t)
-        n = int(rng.poisson(pt.rate * length))
-        arrival = pt.t + np.sort(rng.random(n)) * length
+        n = int(rng.poisson(pt.rate * win))
+        arrival = pt.t + np.sort(rng.random(n)) * win
         assert pt.mean_input is not None and pt.mean_output is not None  # gaps are filled
         inp = _lognormal_tokens(rng, pt.mean_input, INPUT_SIGMA, n, minimum=1)
         out = _lognormal_tokens(rng, pt.mean_output, OUTPUT_SIGMA, n, minimum=1)
-        yield RequestArrays(arrival, inp, out)
+        kept = int(np.searchsorted(arrival, span))
+        yield RequestArrays(arrival[:kept], inp[:kept], out[:kept])
 
 
 def _lognormal_tokens(

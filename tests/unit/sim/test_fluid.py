@@ -11,7 +11,7 @@ from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
-from inferscale.sim.fluid import _Latency, run_fluid, ttft_quantile
+from inferscale.sim.fluid import _Latency, _on_grid, _table, run_fluid, ttft_quantile
 from inferscale.sim.outage import PROMETHEUS_DOWN, Outage
 from inferscale.sim.run import RunConfig, Workload, run_policy
 from inferscale.sim.traces import RatePoint
@@ -162,3 +162,24 @@ def test_a_window_no_replica_can_hold_is_refused_not_queued_for_the_next() -> No
     assert after.slo_attainment * after.requests == pytest.approx(alone.slo_attainment * n, rel=0.01)
     assert all(o.waiting is not None and o.waiting < 100 for o in policy.seen if o.at > 600.0)  # no phantom queue
     assert after.itl_mean_s == pytest.approx(alone.itl_mean_s, rel=1e-6)  # of the requests served
+
+
+def test_the_ttft_p95_a_policy_sees_is_prometheus_s_interpolation_over_vllm_s_buckets() -> None:
+    # a steady P95 of 3 s under the exponential tail: 91.8% of requests at or under 2.5 s, 99.3% under 5 s;
+    # histogram_quantile places the 95th percentile by linear interpolation between those bounds
+    latency = _Latency(5.0)
+    for _ in range(24):
+        latency.add(3.0, 0.02, 10.0)
+    at_2_5, at_5 = 1 - 0.05 ** (2.5 / 3.0), 1 - 0.05 ** (5.0 / 3.0)
+    assert latency.ttft_p95() == pytest.approx(2.5 + 2.5 * (0.95 - at_2_5) / (at_5 - at_2_5), rel=1e-9)
+    assert latency.ttft_p95() == pytest.approx(3.571, abs=1e-3)  # over a 3.5-s target, as a cluster reads it
+
+
+def test_a_backlog_the_fleet_drains_within_the_grace_is_not_unfinished() -> None:
+    # the last minute 1% over what 4 replicas serve: its backlog drains in under a second of the 120 s the
+    # request-level replay gives requests in flight at the end; 4 times over, most of it does not
+    most = _table(PROFILE, _on_grid(500.0), _on_grid(100.0)).mu_max  # what a replica serves at most
+    for over, unfinished in ((1.01, False), (4.0, True)):
+        curve = [RatePoint(0.0, 0.7 * 4 * most, 500.0, 100.0), RatePoint(60.0, over * 4 * most, 500.0, 100.0)]
+        r = run_fluid(curve, 120.0, Fixed(4), PROFILE, cfg(4))
+        assert (r.scores.unfinished > 0) is unfinished

@@ -195,6 +195,26 @@ def test_servegen_gaps_are_interpolated_not_idle(tmp_path: Path) -> None:
     assert counts[1] > 0.5 * 20 * 600  # a gap is not idle
 
 
+@needs_traces
+def test_a_servegen_replay_too_large_to_hold_in_memory_is_refused_before_it_is_drawn() -> None:
+    # the whole 14 days at the curve's own rates: two billion requests, some 50 GB of columns
+    with pytest.raises(TraceError, match=r"about 2,\d{3},\d{3},\d{3} requests; .* give a shorter --duration"):
+        load_request_arrays(SERVEGEN)
+    chunks, _ = iter_request_chunks(SERVEGEN)  # drawn a window at a time, as simulate replays it: no bound
+    assert len(next(chunks)) > 0
+
+
+@needs_traces
+def test_a_shorter_servegen_replay_is_the_start_of_a_longer_one() -> None:
+    # 900 s cuts the second 10-minute window: drawn whole and cut, not drawn again over the part kept
+    short, _ = load_request_arrays(SERVEGEN_SMALL, rate_scale=0.01, duration=900.0, seed=3)
+    long, _ = load_request_arrays(SERVEGEN_SMALL, rate_scale=0.01, duration=1200.0, seed=3)
+    assert short.arrival.max() < 900.0 and np.any(short.arrival > 600.0)
+    kept = long.arrival < 900.0
+    assert np.array_equal(short.arrival, long.arrival[kept])
+    assert np.array_equal(short.input_tokens, long.input_tokens[kept])
+
+
 def test_a_servegen_window_collected_for_part_of_its_time_beside_a_gap_is_a_gap_too(tmp_path: Path) -> None:
     rows = [
         "0,100,5,100,20,0.5",
