@@ -184,7 +184,10 @@ def run_policy(
             progress(i / n)
     until(workload.duration, n)
     end = workload.duration + cfg.grace
-    fleet.promote(end)  # replicas already Ready-bound take any request still queued at the router
+    # a replica that becomes Ready within the grace takes the router's queue then, not at the grace's end, where
+    # no request could finish any more
+    while (ready_at := fleet.next_ready_at) <= end:
+        fleet.promote(ready_at)
     fleet.advance_all(end)
     fleet.reap(end)
     result = score(

@@ -54,6 +54,18 @@ def test_every_request_is_finished_or_counted_as_a_miss(engine_cfg: EngineConfig
     assert finished + r.scores.unfinished == r.scores.requests == len(w)
     # Between t=10 and the first Ready replica after t=300 nobody serves: those requests queue and miss TTFT.
     assert 0.0 < r.scores.slo_attainment < 0.6
+    # Enough replicas: the requests in flight when the trace ends finish within the grace, every one of them
+    enough = run_policy(w, Scripted({0: 4}), config(engine_cfg, 4))
+    assert enough.scores.unfinished == 0 and enough.scores.requests == len(w)
+
+
+def test_a_replica_ready_within_the_grace_serves_the_queue_the_trace_left(engine_cfg: EngineConfig) -> None:
+    # nobody serves after t=10 and the replicas asked for at t=570 are Ready 60 s after the trace's end, well
+    # within the 120-s grace: the router's queue is theirs then, not at the grace's end where nothing can finish
+    w = poisson(5, 600)
+    r = run_policy(w, Scripted({0: 0, 570: 4}), config(engine_cfg, 1, ttr="90s"))
+    queued = int(np.sum(w.arrival > 10.0))
+    assert queued > 2000 and r.scores.unfinished < queued / 2
 
 
 def test_gpu_hours_are_replica_lifetimes_times_gpus(engine_cfg: EngineConfig) -> None:
