@@ -24,6 +24,8 @@ import sys
 import time
 from typing import Any
 
+from inferscale.emulator import late_routing, unserved
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 OUT = REPO / ".demo"
 VENV = REPO / ".venv" / "bin"
@@ -37,6 +39,7 @@ MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PROFILE = ("llama-3.1-8b", "h100-80gb")
 MIN_REPLICAS, MAX_REPLICAS = 2, 16
 SLO_TTFT, SLO_ITL = 0.5, 0.05
+READY_TIMEOUT, READY_POLL = 300.0, 2.0  # seconds for the warm fleet to become Ready, and between two looks
 
 
 def sh(*args: str, input: str | None = None, check: bool = True, env: dict[str, str] | None = None) -> str:
@@ -144,7 +147,82 @@ def operator_kubeconfig(env: dict[str, str]) -> pathlib.Path:
     return path
 
 
-def live(env: dict[str, str], emulator: subprocess.Popen[bytes], seconds: float) -> list[dict[str, Any]]:
+def duration(text: str) -> float:
+    """--duration as `inferscale emulate` reads it (300s, 5m), checked before the cluster starts."""
+    from inferscale.scaling.durations import parse_duration
+
+    try:
+        seconds = parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return seconds
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--time-scale", type=float, default=12.0, help="trace compression (12: 58 min in ~5 min)")
+    parser.add_argument("--rate-scale", type=float, default=1.5, help="request-rate multiplier")
+    parser.add_argument("--duration", type=duration, default=300.0, help="replay length after compression (300s, 5m)")
+    return parser.parse_args(argv)
+
+
+def exit_on_signals() -> None:
+    """SIGTERM (`timeout`, a cancelled CI job) and SIGHUP (a closed terminal) exit through the `finally`
+    blocks, as Ctrl-C does: Python's default for them skips those, and the operator would keep its port and
+    the leader Lease, the emulator would go on replaying into the cluster."""
+
+    def leave(signum: int, _: object) -> None:
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, leave)
+
+
+def stop(proc: subprocess.Popen[bytes], sig: signal.Signals, timeout: float) -> None:
+    """Signal a child that is still running and wait for it; kill it if it does not exit in time."""
+    if proc.poll() is not None:
+        return
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def wait_ready(env: dict[str, str], want: int) -> int:
+    """Ready replicas of the Deployment once `want` are, or READY_TIMEOUT has passed."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    while True:
+        dep = json.loads(sh("kubectl", "get", "deployment", "llama-8b", "-n", NS, "-o", "json", env=env))
+        ready = int((dep.get("status") or {}).get("readyReplicas") or 0)
+        if ready >= want or time.monotonic() >= deadline:
+            return ready
+        time.sleep(READY_POLL)
+
+
+def watch(
+    env: dict[str, str], operator: subprocess.Popen[bytes], emulator: subprocess.Popen[bytes], seconds: float
+) -> tuple[list[dict[str, Any]], int | None]:
+    """The live view until the replay ends or the operator exits, and the operator's exit code if it did: it
+    should outlive the replay. Neither child outlives the view, however it ends (Ctrl-C, SIGTERM)."""
+    try:
+        history = live(env, emulator, operator, seconds)
+        return history, operator.poll()
+    finally:
+        stop(emulator, signal.SIGTERM, 30)  # a stopped replay still writes what it served
+        stop(operator, signal.SIGTERM, 40)
+
+
+def opt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def live(
+    env: dict[str, str], emulator: subprocess.Popen[bytes], operator: subprocess.Popen[bytes], seconds: float
+) -> list[dict[str, Any]]:
     from rich.console import Console
     from rich.live import Live
     from rich.table import Table
@@ -153,7 +231,7 @@ def live(env: dict[str, str], emulator: subprocess.Popen[bytes], seconds: float)
     start = time.monotonic()
     console = Console()
     with Live(console=console, refresh_per_second=2, transient=False) as view:
-        while emulator.poll() is None:
+        while emulator.poll() is None and operator.poll() is None:
             raw = sh("kubectl", "get", "inferenceservice", "llama-8b", "-n", NS, "-o", "json", check=False, env=env)
             st = (json.loads(raw) if raw else {}).get("status") or {}
             obs, dec = st.get("observed") or {}, st.get("decision") or {}
@@ -226,12 +304,34 @@ def plot(summary: dict[str, Any], history: list[dict[str, Any]], path: pathlib.P
     fig.savefig(path, dpi=110)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--time-scale", type=float, default=12.0, help="trace compression (12: 58 min in ~5 min)")
-    parser.add_argument("--rate-scale", type=float, default=1.5, help="request-rate multiplier")
-    parser.add_argument("--duration", default="300s", help="replay length after compression")
-    args = parser.parse_args()
+def report(result: dict[str, Any]) -> None:
+    """The summary's headline; a value no request gave (None) prints as '-'."""
+    gh, sp = result["gpu_hours"], result["static_peak_gpu_hours"]
+    print("\n== summary")
+    print(
+        f"requests: {result['finished']}/{result['requests']} finished, "
+        f"SLO attainment {opt(result['slo_attainment'], '.1%')} (TTFT <= 500ms and mean ITL <= 50ms)"
+    )
+    print(f"TTFT P95 {opt(result['ttft_p95_s'], '.3f')}s, P99 {opt(result['ttft_p99_s'], '.3f')}s")
+    cut = result.get("missed_unfinished") or 0
+    print(
+        f"missed: {result['missed_ttft']} on TTFT, {result['missed_itl_only']} on mean ITL alone "
+        "(a fast first token, then a stream slowed by the batch it shared)"
+        + (f", {cut} cut off unfinished" if cut else "")
+    )
+    late = late_routing(result)
+    if late is not None:
+        print(f"warning: {late}")
+    if sp:
+        print(
+            f"GPU-hours {gh:.3f} vs {sp:.3f} for static peak provisioning ({result['static_peak_replicas']} "
+            f"replicas all the time): {abs(100 * (1 - gh / sp)):.0f}% {'fewer' if gh <= sp else 'more'}"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    exit_on_signals()
     OUT.mkdir(exist_ok=True)
 
     cached = any((pathlib.Path.home() / ".cache" / "inferscale-e2e").glob("*/bin/kube-apiserver"))
@@ -267,7 +367,7 @@ def main() -> int:
     sh("kubectl", "scale", "deployment", "inferscale", "-n", RELEASE_NS, "--replicas=0", env=env)
 
     print(f"== 3/5 namespace {NS}: a vLLM Deployment (pods Ready after 20-40 s) and its InferenceService")
-    initial = warm_replicas(args.time_scale, args.rate_scale, float(args.duration.rstrip("s")))
+    initial = warm_replicas(args.time_scale, args.rate_scale, args.duration)
     sh("kubectl", "apply", "-f", "-", input=json.dumps(deployment(initial, "20s", "40s")), env=env)
     sh("kubectl", "apply", "-f", "-", input=json.dumps(service()), env=env)
 
@@ -275,12 +375,14 @@ def main() -> int:
         f"   waiting for the first {initial} replicas to load the model (20-40 s: 4-8 min at 12x); {initial} is what "
         "inferscale's 80% target holds for the replay's first minute (the trace starts mid-traffic)"
     )
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        dep = json.loads(sh("kubectl", "get", "deployment", "llama-8b", "-n", NS, "-o", "json", env=env))
-        if (dep.get("status") or {}).get("readyReplicas", 0) >= initial:
-            break
-        time.sleep(2)
+    ready = wait_ready(env, initial)
+    if ready < initial:
+        print(
+            f"demo: {ready} of {initial} pods of llama-8b became Ready in {READY_TIMEOUT:.0f} s, so the replay would "
+            f"not start warm; see kubectl get pods,events -n {NS}",
+            file=sys.stderr,
+        )
+        return 1
     print("== 4/5 operator (as the chart's ServiceAccount) and emulator (one simulated engine per Ready pod)")
     kc = operator_kubeconfig(env)
     # Both logs stay open for the lifetime of the child processes that write them.
@@ -325,7 +427,7 @@ def main() -> int:
             "--rate-scale",
             str(args.rate_scale),
             "--duration",
-            args.duration,
+            f"{args.duration:.6f}".rstrip("0").rstrip(".") + "s",
             "--model-name",
             MODEL,
             "--results",
@@ -339,13 +441,12 @@ def main() -> int:
     )
     try:
         print("== 5/5 live view (Ctrl-C stops the demo)")
-        history = live(env, emulator, float(args.duration.rstrip("s")))
+        history, operator_exit = watch(env, operator, emulator, args.duration)
     except KeyboardInterrupt:
-        emulator.send_signal(signal.SIGINT)
         return 130
-    finally:
-        operator.send_signal(signal.SIGTERM)
-        operator.wait(40)
+    if operator_exit is not None:
+        print(f"demo: the operator exited with {operator_exit}; see {OUT / 'operator.log'}", file=sys.stderr)
+        return 1
     if emulator.returncode != 0:
         print(f"demo: the emulator failed; see {OUT / 'emulator.log'}", file=sys.stderr)
         return 1
@@ -363,22 +464,14 @@ def main() -> int:
     (OUT / "summary.json").write_text(json.dumps(summary, indent=2))
     plot(result, history, OUT / "timeline.png")
 
-    att, gh, sp = result["slo_attainment"], result["gpu_hours"], result["static_peak_gpu_hours"]
-    print("\n== summary")
-    print(
-        f"requests: {result['finished']}/{result['requests']} finished, "
-        f"SLO attainment {att:.1%} (TTFT <= 500ms and mean ITL <= 50ms)"
-    )
-    print(f"TTFT P95 {result['ttft_p95_s']:.3f}s, P99 {result['ttft_p99_s']:.3f}s")
-    print(
-        f"missed: {result['missed_ttft']} on TTFT, {result['missed_itl_only']} on mean ITL alone "
-        "(a fast first token, then a stream slowed by the batch it shared)"
-    )
-    if sp:
+    if result["finished"] == 0:
         print(
-            f"GPU-hours {gh:.3f} vs {sp:.3f} for static peak provisioning ({result['static_peak_replicas']} "
-            f"replicas all the time): {abs(100 * (1 - gh / sp)):.0f}% {'fewer' if gh <= sp else 'more'}"
+            f"demo: no request finished: {unserved(result, 'llama-8b')}; see {OUT / 'emulator.log'} and kubectl get "
+            f"pods -n {NS}",
+            file=sys.stderr,
         )
+        return 1
+    report(result)
     print(f"{len(scalings)} scale actions, e.g.:")
     for line in scalings[:4]:
         print("  " + line)

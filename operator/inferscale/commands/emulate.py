@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import pathlib
+import signal
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -55,7 +56,7 @@ def emulate(
 ) -> None:
     """Replay a trace against simulated engines on a Deployment's pods, serving vLLM /metrics per pod."""
     from inferscale.adapters.kube import KubeApi
-    from inferscale.emulator import Emulator, EmulatorConfig
+    from inferscale.emulator import Emulator, EmulatorConfig, TargetError
     from inferscale.perf import replica_profile
     from inferscale.sim.traces import TRACE_FORMATS, load_request_arrays
 
@@ -110,19 +111,38 @@ def emulate(
         results=results,
     )
 
-    async def main() -> None:
+    async def main() -> dict[str, Any]:
+        # SIGTERM (a cancelled job, `kill`) ends the replay as Ctrl-C does, but with a summary of what ran and
+        # without leaving the targets file to point Prometheus at closed ports
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
         try:
-            summary = await Emulator(cfg, kube).run()
+            return await Emulator(cfg, kube).run(stop)
         finally:
             await kube.close()
-        att = summary["slo_attainment"]
-        typer.echo(
-            f"{summary['finished']}/{summary['requests']} requests finished, SLO attainment {att:.1%}"
-            if att is not None
-            else "no requests"
-        )
 
     try:
-        asyncio.run(main())
+        summary = asyncio.run(main())
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
+    except TargetError as e:
+        raise _fail(str(e)) from None
+    _report(summary, deployment)
+
+
+def _report(summary: dict[str, Any], deployment: str) -> None:
+    from inferscale.emulator import late_routing, unserved
+
+    att, finished, n = summary["slo_attainment"], summary["finished"], summary["requests"]
+    stopped = " (stopped by SIGTERM)" if summary.get("interrupted") else ""
+    typer.echo(
+        f"{finished}/{n} requests finished, SLO attainment {att:.1%}{stopped}" if att is not None else "no requests"
+    )
+    late = late_routing(summary)
+    if late is not None:
+        typer.echo(f"note: {late}", err=True)
+    if summary.get("interrupted"):
+        raise typer.Exit(128 + signal.SIGTERM)
+    if finished == 0 < n:
+        typer.echo(f"inferscale emulate: no request finished: {unserved(summary, deployment)}", err=True)
+        raise typer.Exit(1)

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import signal
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
+from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.cli import app
 
 runner = CliRunner()
@@ -98,7 +103,7 @@ def replays(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 
     async def fake_run(self: Emulator, stop: object = None) -> dict[str, object]:
         asked.append(self.cfg.duration)
-        return {"finished": 0, "requests": len(self.cfg.requests), "slo_attainment": None}
+        return {"finished": len(self.cfg.requests), "requests": len(self.cfg.requests), "slo_attainment": 1.0}
 
     monkeypatch.setattr(Emulator, "run", fake_run)
     return asked
@@ -123,7 +128,7 @@ def test_a_start_replays_the_rest_of_the_trace_from_time_zero(
 
     async def fake_run(self: Emulator, stop: object = None) -> dict[str, object]:
         arrivals.append([float(a) for a in self.cfg.requests.arrival])
-        return {"finished": 0, "requests": len(self.cfg.requests), "slo_attainment": None}
+        return {"finished": len(self.cfg.requests), "requests": len(self.cfg.requests), "slo_attainment": 1.0}
 
     monkeypatch.setattr(Emulator, "run", fake_run)
     code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--start", "1s", "--duration", "1m")
@@ -226,3 +231,78 @@ def test_the_results_are_never_written_over_the_trace_even_by_another_name(
         code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig), "--results", str(results))
         assert code == 2 and f"--results {results} is the trace itself" in err
     assert replays == [] and trace.read_text() == AZURE
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.timeout(60)  # the old code replayed the whole trace to nobody, then waited a minute for it to drain
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [
+        (404, "inferscale emulate: deployment default/llm not found\n"),
+        (403, 'inferscale emulate: cannot read deployment default/llm and its pods: HTTP 403: "llm" is forbidden\n'),
+        (None, "inferscale emulate: cannot read deployment default/llm and its pods: no complete answer from the API"),
+    ],
+)
+def test_a_deployment_that_cannot_be_read_is_one_line_and_exit_code_2_before_the_replay(
+    trace: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, status: int | None, message: str
+) -> None:
+    if status is not None:
+
+        async def refuse(self: KubeApi, path: str) -> dict[str, Any]:
+            if "/deployments/" in path:
+                raise KubeError(status, '"llm" is forbidden' if status == 403 else '"llm" not found')
+            return {}  # the namespace exists
+
+        monkeypatch.setattr(KubeApi, "get", refuse)
+    config = tmp_path / "kubeconfig"  # the API server's address, with nothing listening there
+    config.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'http://127.0.0.1:{closed_port()}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: c, context: {cluster: c, user: u}}]\n"
+    )
+    results = tmp_path / "r.json"
+    code, err = run("--trace", str(trace), "--kubeconfig", str(config), "--results", str(results))
+    assert code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert not results.exists()
+
+
+def test_no_request_finished_is_exit_code_1(trace: Path, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from inferscale.emulator import Emulator
+
+    async def nobody_served(self: Emulator, stop: object = None) -> dict[str, object]:
+        return {"finished": 0, "requests": 2, "slo_attainment": 0.0, "timeline": [{"ready": 0}]}
+
+    monkeypatch.setattr(Emulator, "run", nobody_served)
+    code, err = run("--trace", str(trace), "--kubeconfig", str(kubeconfig))
+    assert code == 1 and "no request finished: no pod of llm was Ready during the replay" in err
+
+
+def test_sigterm_ends_the_replay_with_its_summary(
+    trace: Path, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from inferscale.emulator import Emulator
+
+    async def until_stopped(self: Emulator, stop: asyncio.Event | None = None) -> dict[str, object]:
+        assert stop is not None
+        signal.raise_signal(signal.SIGTERM)
+        await asyncio.wait_for(stop.wait(), 10)
+        return {"finished": 1, "requests": 1, "slo_attainment": 1.0, "interrupted": True}
+
+    def unhandled(signum: int, frame: object) -> None:
+        raise AssertionError("SIGTERM reached the process: the replay would have died without a summary")
+
+    monkeypatch.setattr(Emulator, "run", until_stopped)
+    before = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        result = runner.invoke(
+            app, ["emulate", "--deployment", "llm", "--trace", str(trace), "--kubeconfig", str(kubeconfig)]
+        )
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert result.exit_code == 128 + signal.SIGTERM, result.output
+    assert "1/1 requests finished, SLO attainment 100.0% (stopped by SIGTERM)" in result.stdout
