@@ -72,6 +72,46 @@ def test_two_reads_a_minute_apart_give_the_engines_rates_and_the_latest_gauges()
     assert "requests" not in only.values and not only.ttft_buckets and only.values["vllm:num_requests_waiting"] == 2
 
 
+def read_at(at: float, page: str, kv: float | None = None) -> Read:
+    """A read of `page` at `at`; `kv` replaces engine 0's KV-cache usage."""
+    samples = {(n, lab): v for n, lab, v in parse(page)}
+    if kv is not None:
+        (key,) = [k for k in samples if k[0] == "vllm:kv_cache_usage_perc" and ("engine", "0") in k[1]]
+        samples[key] = kv
+    return Read(at, samples)
+
+
+def test_rates_span_the_last_minute_and_histograms_the_last_two_of_reads_kept_longer() -> None:
+    # Reads at 0, 30, 75, 100 and 130 s, per engine; the counters grow unevenly, so each base gives its own rate.
+    # Requests over 1m end at 130: the oldest read within 60 s is the one at 75 (100 and 130 are later, 30 too
+    # old), so (280 - 100) / 55 per engine, on two engines. The TTFT buckets over 2m: the read at 30 (0 is 130 s
+    # back), so le=0.5 (210 - 10) / 100 and +Inf (310 - 10) / 100 per engine. KV 0.9 at 30 s, 0.7 at 75 s: the
+    # 1-minute peak is 0.7.
+    success = {0.0: 0, 30.0: 30, 75.0: 100, 100.0: 200, 130.0: 280}
+    fast = {0.0: 0, 30.0: 10, 75.0: 50, 100.0: 120, 130.0: 210}
+    slow = {0.0: 0, 30.0: 0, 75.0: 20, 100.0: 60, 130.0: 100}
+    kv = {30.0: 0.9, 75.0: 0.7}
+    reads = [read_at(t, vllm_page(success[t], 0, 0, fast[t], slow[t], waiting=1), kv.get(t)) for t in success]
+    (s,) = series_of("llm", "p", reads)
+    assert s.values["requests"] == pytest.approx(2 * 180 / 55)
+    assert s.ttft_buckets == pytest.approx({0.5: 2 * 2.0, float("inf"): 2 * 3.0})
+    assert s.values["kv_peak"] == 0.7 and s.values["vllm:kv_cache_usage_perc"] == 0.5
+
+
+def test_a_pod_keeps_its_reads_in_order_and_only_for_a_window() -> None:
+    reads = PodReads()
+    page = vllm_page(0, 0, 0, 0, 0, waiting=1)
+    for at in (0.0, 100.0):
+        reads.keep("llm", "p", read_at(at, page))
+    reads.keep("llm", "p", read_at(90.0, page))  # a read that arrives out of order is not the newest
+    assert [r.at for r in reads._kept[("llm", "p")]] == [0.0, 100.0]
+    # a read is kept 2.5 minutes (the 2-minute histogram window and 30 s): at 150 s the one at 0 still is, at 151 s not
+    reads.keep("llm", "p", read_at(150.0, page))
+    assert [r.at for r in reads._kept[("llm", "p")]] == [0.0, 100.0, 150.0]
+    reads.keep("llm", "p", read_at(151.0, page))
+    assert [r.at for r in reads._kept[("llm", "p")]] == [100.0, 150.0, 151.0]
+
+
 def test_a_counter_that_went_back_is_an_engine_restart_counted_from_zero() -> None:
     before = Read(0.0, {(n, lab): v for n, lab, v in parse(vllm_page(10_000, 0, 0, 0, 0, waiting=0))})
     after = Read(60.0, {(n, lab): v for n, lab, v in parse(vllm_page(60, 0, 0, 0, 0, waiting=0))})

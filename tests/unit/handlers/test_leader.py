@@ -12,6 +12,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from tests.polling import until
 
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.lease import LeaseRecord, Seen, lease_spec, may_take, observe
@@ -312,6 +313,51 @@ async def test_a_lease_deleted_under_its_holder_never_gives_two_writers(holder_f
     else:
         assert await holding == "b holds the lease now"
         assert standby.done() and store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+
+
+class HeldGets(Kube):
+    """Once `held` is an Event, a GET reads the store when it arrives and its answer comes back only when the
+    Event is set: the answer is in flight while another candidate writes."""
+
+    def __init__(self, store: Leases) -> None:
+        super().__init__(store)
+        self.held: asyncio.Event | None = None
+        self.waiting = 0  # GETs whose answer is held back now
+
+    async def get(self, path: str) -> dict[str, Any]:
+        if self.held is None:
+            return await super().get(path)
+        self._check()
+        answer = copy.deepcopy(self.store.lease)
+        self.waiting += 1
+        await self.held.wait()
+        self.waiting -= 1
+        if answer is None:
+            raise KubeError(404, "not found")
+        return answer
+
+
+@pytest.mark.looptime
+async def test_a_holder_answered_404_stops_writing_before_another_creates_the_lease_again() -> None:
+    # The dangerous order: a's renewal and its read are both answered 404, and b creates the Lease before a's
+    # own create (409). From the 404 on, a must not write: b may create the Lease at any moment after it.
+    store = Leases()
+    a_kube = HeldGets(store)
+    loop = asyncio.get_running_loop()
+    a = Elector(a_kube, "ops", "inferscale", "a", clock=loop.time, wall=loop.time)  # type: ignore[arg-type]
+    b, _ = candidate(store, "b")
+    await a.acquire()
+    holding = asyncio.create_task(a.hold())
+    store.lease = None
+    a_kube.held = asyncio.Event()
+    await until(lambda: a_kube.waiting == 1, "a's read after its renewal's 404", timeout=5.0)
+    assert not a.may_write(), "a's last renewal is under 10 s old, but the Lease it renewed is gone"
+    await b.acquire()
+    assert b.may_write() and not a.may_write()
+    a_kube.held.set()  # a's read is answered 404, its create 409
+    assert await holding == "the lease was deleted, and another candidate created it again first"
+    assert not a.may_write() and store.lease is not None and store.lease["spec"]["holderIdentity"] == "b"
+    assert store.writes[-1] == "b"
 
 
 class _SlowLists:

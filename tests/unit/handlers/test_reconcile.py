@@ -645,6 +645,18 @@ async def test_pods_ready_before_the_operator_saw_them_are_measured_without_thei
     assert kube.statuses()[-1]["timeToReady"]["watching"] == []
 
 
+async def test_a_service_ticking_faster_than_the_operator_watches_starts_over_two_operator_ticks() -> None:
+    # behavior.interval 5s under a 60-s --interval: the service decides every 60 s, so a pod it first sees is
+    # one it watched start if it is at most max(WITNESS_FLOOR 60 s, 2 x 60 s) = 120 s old. A pod created 100 s
+    # ago, Ready 90 s after, is a watched start (kept); at the service's own 5 s it would read as adopted.
+    kube = FakeKube()
+    rt = Runtime(kube=kube, default_interval=60.0, history={})  # type: ignore[arg-type]
+    pod = starting_pod("llm-a", NOW - 100.0, NOW - 10.0)
+    await reconcile(rt, tick(pods={"ns": [pod]}), svc({**GOOD, "behavior": {"interval": "5s"}}))
+    ttr = kube.statuses()[-1]["timeToReady"]
+    assert ttr["starts"] == [{"pod": "llm-a", "seconds": 90.0}] and ttr["measured"] == "1m30s"
+
+
 async def test_an_hpa_on_the_target_means_no_writes_to_scale() -> None:
     kube = FakeKube()
     hpa = {

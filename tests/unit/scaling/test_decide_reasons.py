@@ -68,6 +68,14 @@ def test_a_scale_up_is_named_for_the_signal_that_set_it_not_for_one_the_toleranc
     assert d.reason is Reason.CAPACITY and d.state.scale_events[-1].reason == Reason.CAPACITY.value
 
 
+def test_a_count_the_tolerance_held_is_named_within_tolerance() -> None:
+    # KV 85% on 4 replicas: ratio 0.85 / 0.8 = 1.0625 asks for ceil(4.25) = 5, inside the 10% dead-band: hold 4
+    d = decide(observe(4, kv=0.85, newest_sample_at=0.0), policy(**NO_SLO), ScalerState(), 0.0)
+    assert d.replicas == 4
+    assert d.reason is Reason.WITHIN_TOLERANCE and d.limits == (Reason.WITHIN_TOLERANCE,)
+    assert "within 10% tolerance → hold 4" in d.message
+
+
 def test_the_scale_down_window_names_the_count_it_holds_not_the_current_one() -> None:
     # 10 was recommended until 10 s ago, a rate limit left the fleet at 6: the window holds 10, so 6 stays
     pol = policy(scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.HOLD), **NO_SLO)

@@ -37,6 +37,16 @@ def test_short_history_forecasts_the_recent_peak() -> None:
     assert (f.rps, f.method) == (5.0, "peak")
 
 
+def test_a_rising_history_shorter_than_ten_minutes_is_no_trend() -> None:
+    # 8 samples, enough for Holt, but 7 minutes of them: noise, so the peak of the last 2 minutes (17)
+    ramp = series([10.0 + i for i in range(8)])
+    f = forecast(ramp, now=420.0, horizon=180.0)
+    assert (f.rps, f.method) == (17.0, "peak")
+    # the same ramp for 10 minutes is a trend, extrapolated above the peak
+    longer = forecast(series([10.0 + i for i in range(11)]), now=600.0, horizon=180.0)
+    assert longer.method == "holt" and longer.rps is not None and longer.rps > 20.0
+
+
 def test_trend_is_extrapolated_over_the_horizon() -> None:
     ramp = series([10.0 + 0.5 * i for i in range(40)])  # +0.5 req/s per minute
     now = ramp[-1].at

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from tests.unit.scaling.helpers import observe, policy
 
@@ -43,6 +41,15 @@ def test_kv_cache_is_hpa_ratio_on_ready_replicas(current: int, kv: float, wanted
     d = decide(observe(current, kv=kv), policy(**FREE), ScalerState(), 0.0)
     assert rec(d, Reason.KV_CACHE).replicas == wanted  # type: ignore[attr-defined]
     assert d.replicas == expected
+
+
+def test_float_noise_in_the_kv_ratio_adds_no_replica() -> None:
+    # 3 x 0.1 / 0.3 is 1.0000000000000002 in floats, exactly 1 in arithmetic: one replica, not two
+    assert 3 * 0.1 / 0.3 > 1.0
+    assert signals.ceil_count(3 * 0.1 / 0.3) == 1
+    d = decide(observe(3, kv=0.1), policy(**{**FREE, "target_kv_cache": 0.3}), ScalerState(), 0.0)
+    assert rec(d, Reason.KV_CACHE).replicas == 1  # type: ignore[attr-defined]
+    assert d.replicas == 1
 
 
 def test_kv_message_names_observed_target_and_result() -> None:
@@ -169,6 +176,18 @@ def test_per_request_tpot_is_ignored_unless_the_policy_sets_its_slo() -> None:
     d = decide(observe(4, kv=0.1, running=16.0, itl_mean=0.03, tpot_p95=0.09), pol, ScalerState(), 0.0)
     assert not [r for r in d.recommendations if r.signal in (Reason.SLO_ITL, Reason.SLO_TPOT)]
     assert d.slo_met is True
+
+
+@pytest.mark.parametrize(
+    ("kv", "backlog", "expected"),
+    # loaded from 75% of the 80% KV target, 60%: 0.61 is, 0.59 is not (0.6 itself is 0.6000000000000001
+    # in floats, too close to call); a backlog is load at any KV
+    [(0.61, False, True), (0.59, False, False), (0.59, True, True), (None, False, False)],
+)
+def test_replicas_are_loaded_from_three_quarters_of_the_kv_target(
+    kv: float | None, backlog: bool, expected: bool
+) -> None:
+    assert signals.loaded(kv, 0.8, backlog) is expected
 
 
 @pytest.mark.parametrize(
@@ -339,16 +358,19 @@ def test_arrival_rate_adds_the_queue_growth_to_the_completions() -> None:
 
 def test_a_surge_on_an_idle_fleet_is_sized_by_arrivals_not_completions() -> None:
     # one replica that completed 13 req/s over the last minute; 20,000 requests piled up in 10 s
-    pol = policy(capacity_prior_rps=190.0, max_replicas=100, time_to_ready_prior=240.0)
+    # a 60-s time-to-ready makes the drain term worth replicas of its own (at 240 s it rounds away)
+    pol = policy(capacity_prior_rps=190.0, max_replicas=100, time_to_ready_prior=60.0)
     before = ScalerState(last_tick=LastTick(0.0, 1, -600.0, 0.0))
     obs = observe(1, kv=0.6, waiting=20_000.0, request_rate=13.0, ttft_p95=30.0, itl_mean=0.02)
     d = decide(obs, pol, before, 10.0)
     cap = next(r for r in d.recommendations if r.signal is Reason.CAPACITY)
-    # arrivals 13 + 2,000/s, plus 20,000 drained within a time-to-ready, at 80% of 190 req/s per replica
-    assert cap.replicas == math.ceil((13.0 + 2000.0 + 20_000.0 / 240.0) / (190.0 * 0.8))
-    # without the previous tick only what is waiting adds to the completions
+    # arrivals 13 + 2,000/s, plus 20,000 drained within a time-to-ready, at 80% of 190 req/s per replica:
+    # ceil((13 + 2,000 + 333.3) / 152) = ceil(15.4) = 16; the arrivals alone would be ceil(13.2) = 14
+    assert cap.replicas == 16
+    # without the previous tick only what is waiting adds to the completions: ceil((13 + 333.3) / 152) = 3,
+    # where the completions alone would be 1
     fresh = decide(obs, pol, ScalerState(), 10.0)
-    assert next(r for r in fresh.recommendations if r.signal is Reason.CAPACITY).replicas < cap.replicas
+    assert next(r for r in fresh.recommendations if r.signal is Reason.CAPACITY).replicas == 3
     # behind the backlog the ask stands at once, and is remembered for the next tick
     assert d.state.last_tick == LastTick(10.0, 1, -600.0, 20_000.0, 10.0, capacity_ask=cap.replicas)
 

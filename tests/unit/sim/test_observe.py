@@ -63,6 +63,10 @@ def test_gauges_sum_and_kv_peak_spans_the_last_minute(engine_cfg: EngineConfig) 
     assert obs.kv_cache_utilization_max == pytest.approx(peak)
     assert obs.request_rate == pytest.approx(40 / 55)  # only 55 s of history so far
     assert obs.gpu_utilization is not None and 0.0 < obs.gpu_utilization <= 1.0
+    # a minute on, the peak scraped at 5 s is out of the window: only the idle scrapes since remain
+    for t in (60, 65, 70):
+        observer.scrape(float(t), fleet)
+    assert observer.observe(70.0, fleet).kv_cache_utilization_max == 0.0
 
 
 def test_rate_history_has_one_sample_per_minute(engine_cfg: EngineConfig) -> None:

@@ -79,6 +79,27 @@ def test_gpu_hours_are_replica_lifetimes_times_gpus(engine_cfg: EngineConfig) ->
     assert sum(r.timeline.provisioned) * 60 * 2 == pytest.approx(expected_s, rel=0.05)
 
 
+def test_gpu_hours_and_the_provisioned_timeline_count_a_replica_draining_after_its_scale_down(
+    engine_cfg: EngineConfig,
+) -> None:
+    # Two long requests at t=390 go to two of the five idle replicas. At t=400 the scale-down to one takes the
+    # three idle ones and one busy one: that one drains its request, 30,000 decode steps of 6 ms (5 ms + 1 ms per
+    # sequence), until about t=570, and holds its GPUs until then.
+    w = Workload("two long", np.array([390.0, 390.0]), np.array([100, 100]), np.array([30_001, 30_001]), 600.0)
+    r = run_policy(w, Scripted({0: 2, 100: 5, 400: 1}), config(engine_cfg, 2, ttr="50s"))
+    assert r.scores.unfinished == 0
+    # five replicas to 400 (two from 0, three from 100), one on to 600, one on to the drain's end
+    drained = 390.0 + 30_000 * 0.006
+    expected_s = 2 * (2 * 400 + 3 * 300 + 200 + (drained - 400))
+    assert r.scores.gpu_hours * 3600 == pytest.approx(expected_s, abs=2 * 1.0)
+    # The per-minute timeline integrates to it within one sample. Samples at 60 s: 2, then 5 from 120 to 360,
+    # then 2 at 420, 480 and 540 (the kept replica and the draining one), 1 at 600. The Deployment's desired
+    # count, which leaves the draining replica out, would read 1 at those three and fall 360 GPU-s short.
+    provisioned_s = sum(r.timeline.provisioned) * 60 * 2
+    assert provisioned_s == 2 * 60 * (2 + 5 * 5 + 2 * 3 + 1)
+    assert provisioned_s == pytest.approx(expected_s, abs=60 * 2)
+
+
 def test_same_seed_same_result_and_the_seed_drives_time_to_ready(engine_cfg: EngineConfig) -> None:
     w = poisson(20, 900, seed=1)
     plan = {0: 2, 200: 6, 600: 3}

@@ -23,7 +23,7 @@ MOONCAKE = TRACES / "synthetic_trace.jsonl"
 SERVEGEN = TRACES / "m-mid_aggregate_10min.csv"
 SERVEGEN_SMALL = TRACES / "m-small_aggregate_10min.csv"
 
-needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not present")
+needs_traces = pytest.mark.usefixtures("shared_traces")  # skipped without them, failed under make test
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from tests.paths import TRACES
 from tests.unit.sim.policies.policy_fixtures import make_ctx, make_obs, steady_trace
 
 from inferscale.scaling.capacity import HEADROOM
@@ -56,8 +57,8 @@ def test_a_drop_releases_replicas_only_when_no_window_until_ttr_needs_them() -> 
     assert oracle.decide(make_obs(high), 600.0, []) == low
 
 
-def test_oracle_runs_on_a_rate_curve_without_requests() -> None:
-    curve = tuple(load_rate_curve(TRACES / "m-small_aggregate_10min.csv", time_scale=10))
+def test_oracle_runs_on_a_rate_curve_without_requests(shared_traces: Path) -> None:
+    curve = tuple(load_rate_curve(shared_traces / "m-small_aggregate_10min.csv", time_scale=10))
     from inferscale.sim.requests import Trace
 
     ctx = make_ctx(trace=Trace("m-small", (), curve[-1].t + 60.0), curve=curve, max_replicas=500)
