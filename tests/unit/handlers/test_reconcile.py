@@ -1215,15 +1215,19 @@ async def test_a_model_the_spec_gives_no_tp_for_is_sized_at_the_pod_s(args: list
         assert "tensor-parallel size" in decision.message
 
 
-async def test_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scales_up_never_down() -> None:
-    from tests.unit.adapters.test_pod_metrics import MODEL, serving, vllm_page
-
-    # two Ready pods at their own IPs (loopback addresses, as pod IPs are each their own), a queue building
+def two_pods_at_their_ips() -> tuple[dict[str, str], list[dict[str, Any]], int]:
+    """Two Ready pods at their own IPs (loopback addresses, as pod IPs are each their own) and a free port."""
     ips = {"llm-7d9f8c6b5-x2x4q": "127.0.0.2", "llm-7d9f8c6b5-b7kqz": "127.0.0.3"}
     pods = [{**ready_pod(name), "status": {**ready_pod(name)["status"], "podIP": ip}} for name, ip in ips.items()]
     with __import__("socket").socket() as s:
         s.bind(("127.0.0.2", 0))
-        port = s.getsockname()[1]
+        return ips, pods, s.getsockname()[1]
+
+
+async def test_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scales_up_never_down() -> None:
+    from tests.unit.adapters.test_pod_metrics import MODEL, serving, vllm_page
+
+    ips, pods, port = two_pods_at_their_ips()  # a queue building on them
     served = {"requests": 0.0, "waiting": 20.0}
 
     def page() -> str:
@@ -1266,11 +1270,7 @@ async def test_through_a_prometheus_outage_a_pod_port_reads_the_engines_and_scal
 async def test_through_a_prometheus_outage_the_pods_rates_carry_the_forecast_s_history_on() -> None:
     from tests.unit.adapters.test_pod_metrics import MODEL, serving, vllm_page
 
-    ips = {"llm-7d9f8c6b5-x2x4q": "127.0.0.2", "llm-7d9f8c6b5-b7kqz": "127.0.0.3"}
-    pods = [{**ready_pod(name), "status": {**ready_pod(name)["status"], "podIP": ip}} for name, ip in ips.items()]
-    with __import__("socket").socket() as s:
-        s.bind(("127.0.0.2", 0))
-        port = s.getsockname()[1]
+    ips, pods, port = two_pods_at_their_ips()
     requests = [0.0]
 
     def page() -> str:

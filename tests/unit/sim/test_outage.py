@@ -220,13 +220,20 @@ class Shrinking:
         return self.replicas
 
 
-def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does() -> None:
-    profile = replica_profile("llama-3.1-8b", "h100-80gb")
-    curve = [RatePoint(600.0 * i, 5.0, 500.0, 100.0) for i in range(2)]
-    outage = Outage(PROMETHEUS_DOWN, 0.0, 1800.0)
-    cfg = RunConfig(
-        EngineConfig.from_profile(profile), 1, 0.5, 0.05, TimeToReady.parse("60s"), 4, warmup=10.0, outage=outage
+PROFILE = replica_profile("llama-3.1-8b", "h100-80gb")
+STEADY = [RatePoint(600.0 * i, 5.0, 500.0, 100.0) for i in range(2)]  # 5 req/s for 20 minutes
+
+
+def fluid_config(outage: Outage) -> RunConfig:
+    return RunConfig(
+        EngineConfig.from_profile(PROFILE), 1, 0.5, 0.05, TimeToReady.parse("60s"), 4, warmup=10.0, outage=outage
     )
+
+
+def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does() -> None:
+    profile, curve = PROFILE, STEADY
+    outage = Outage(PROMETHEUS_DOWN, 0.0, 1800.0)
+    cfg = fluid_config(outage)
     holding = Shrinking("wva-saturation")
     held = run_fluid(curve, 1200.0, holding, profile, cfg)
     assert holding.seen == [] and held.scores.gpu_hours == pytest.approx(4 * 1200 / 3600)  # no round while blind
@@ -236,12 +243,9 @@ def test_the_fluid_replay_lives_through_an_outage_as_the_request_level_one_does(
 
 
 def test_the_fluid_rate_history_goes_on_through_an_outage_only_reading_the_pods() -> None:
-    profile = replica_profile("llama-3.1-8b", "h100-80gb")
-    curve = [RatePoint(600.0 * i, 5.0, 500.0, 100.0) for i in range(2)]
+    profile, curve = PROFILE, STEADY
     outage = Outage(PROMETHEUS_DOWN, 300.0, 900.0)
-    cfg = RunConfig(
-        EngineConfig.from_profile(profile), 1, 0.5, 0.05, TimeToReady.parse("60s"), 4, warmup=10.0, outage=outage
-    )
+    cfg = fluid_config(outage)
     inside: dict[bool, list[float]] = {}
     for reads_pods in (False, True):
         policy = Shrinking("inferscale", 4)
