@@ -200,6 +200,23 @@ def _signals(
     return recs, remarks, capacity_ask
 
 
+# On a tie the signal named first: the SLO's own, then the queue, the capacity, the KV cache (a 99% gauge
+# cannot say how far over it is)
+_TOLD_FIRST = {
+    Reason.SLO_TTFT: 5,
+    Reason.SLO_ITL: 4,
+    Reason.SLO_TPOT: 4,
+    Reason.QUEUE: 3,
+    Reason.CAPACITY: 2,
+    Reason.KV_CACHE: 1,
+}
+
+
+def _unconfirmed(recs: Sequence[Recommendation], asked: int) -> bool:
+    """Whether the capacity signal asked for fewer than its count (`asked`) for want of a second reading."""
+    return any(r.signal is Reason.CAPACITY and r.replicas < asked and "second reading" in r.message for r in recs)
+
+
 def _capacity_low(state: ScalerState, policy: Policy, now: float) -> CapacityLow | None:
     """The capacity low of the scale-down window, this tick's capacity included (None without one)."""
     per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
@@ -320,7 +337,7 @@ def _decide(
 ) -> Decision:
     current = obs.current_replicas
     recs = [rec for rec, _ in signal_recs]
-    winner = max(recs, key=lambda r: r.replicas)
+    winner = max(recs, key=lambda r: (r.replicas, _TOLD_FIRST.get(r.signal, 0)))
     desired = winner.replicas
     limits: list[Reason] = []
     notes: list[str] = []
@@ -331,6 +348,11 @@ def _decide(
 
     if max(raw for _, raw in signal_recs) != desired and desired == current:
         limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
+    if capacity_ask is not None and desired < capacity_ask and _unconfirmed(recs, capacity_ask):
+        # capacity.confirm held a scale-up for its second reading: a limit, not pending replicas covering it
+        limits.append(Reason.UP_STABILIZING)
+        if winner.signal is not Reason.CAPACITY:
+            notes.append("a scale-up on capacity waits for a second reading")
     saturation = [r for r in recs if r.signal in (Reason.KV_CACHE, Reason.QUEUE)]
     unknown = desired < current  # a scale-down held for want of data, below; recorded only if not
     recorded = desired  # what the signals asked: the scale-down window's record unless the tick is blind
@@ -417,10 +439,20 @@ def _decide(
     elif n == current and obs.pending_replicas > 0 and winner.replicas > obs.ready_replicas:
         reason = Reason.SCALE_UP_PENDING
         pending = obs.pending_replicas
-        notes.append(f"{pending} pending {'replica already covers' if pending == 1 else 'replicas already cover'} it")
+        if "not Ready yet cover" not in winner.message:  # the signal said it already
+            notes.append(
+                f"{pending} pending {'replica already covers' if pending == 1 else 'replicas already cover'} it"
+            )
     else:
         reason = winner.signal
-    message = "; ".join([winner.message, *notes, *remarks])
+    # every other signal pressing for more than the Ready replicas, the SLO's first: the winner's sentence alone
+    # hid a breach behind a KV cache at 99% or a capacity figure (the log, the Event and status.history keep this)
+    pressing = sorted(
+        (r for r in recs if r is not winner and r.replicas >= current and r.replicas > obs.ready_replicas),
+        key=lambda r: -_TOLD_FIRST.get(r.signal, 0),
+    )
+    also = [f"also {r.message.split(' → ')[0]} (asks {r.replicas})" for r in pressing]  # what it saw, what it asks
+    message = "; ".join([winner.message, *notes, *also, *remarks])
 
     slo_met = _slo_met(obs, policy)
     learned_state = state
@@ -510,7 +542,9 @@ def _low_capacity_floor(
     window = format_duration(policy.scale_down.stabilization_window)
     need = capacity.needed(rec.value, low_rps, policy.target_capacity_utilization)
     # the dead-band keeps `current` where the need is within tolerance of it: say so, not that it needs them all
-    band = f", within {policy.tolerance:.0%} of {current}" if need < floor else ""
+    band = (
+        f", within {policy.tolerance:.0%} of {current}" if need < floor else ": no scale-down" if need > floor else ""
+    )
     note(
         Reason.CONSOLIDATION_REFUSED,
         f"consolidation refused: {rec.value:.2f} req/s at the lowest capacity of the last {window} "

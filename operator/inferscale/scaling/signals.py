@@ -110,7 +110,8 @@ def _outcome(r: Ratio, tolerance: float, current: int, ready: int) -> str:
     if r.covered:
         # whether they are starting, crash-looping or were never created (a quota) is the workload's to say
         waiting = current - ready
-        return f" → hold {current}: the {waiting} {'replica' if waiting == 1 else 'replicas'} not Ready yet cover it"
+        who = "replica not Ready yet covers" if waiting == 1 else "replicas not Ready yet cover"
+        return f" → hold {current}: the {waiting} {who} it"
     if r.capped:
         return f" → {r.replicas} (at most {MAX_STEP:g}x the ready replicas per tick)"
     return f" → {r.replicas}"

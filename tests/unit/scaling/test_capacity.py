@@ -147,7 +147,8 @@ def test_a_capacity_scale_up_waits_until_two_ticks_in_a_row_ask_for_it() -> None
     start = ScalerState(last_tick=LastTick(0.0, 4, -600.0, 0.0))
     first = tick(start, 10.0, 40.0)
     assert first.replicas == 4 and "waits for a second reading → hold 4" in first.message
-    assert first.reason is Reason.CAPACITY and not first.limits  # no dead-band held it: not WithinTolerance
+    # held for its second reading: a scale-up stabilizing (ScalingLimited), not a dead-band (WithinTolerance)
+    assert first.reason is Reason.UP_STABILIZING and first.limits == (Reason.UP_STABILIZING,)
     assert first.state.last_tick is not None and first.state.last_tick.capacity_ask == 5
     assert tick(first.state, 20.0, 40.0).replicas == 5  # asked again: the scale-up goes ahead
     assert tick(first.state, 20.0, 48.0).replicas == 5  # the lower of the two asks

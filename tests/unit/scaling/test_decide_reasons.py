@@ -278,3 +278,19 @@ def test_a_scale_down_window_the_spec_sets_does_not_follow_the_time_to_ready() -
     )
     d = decide(observe(8, kv=0.0, waiting=0.0, at=NOW, newest_sample_at=NOW), pol, old, NOW)
     assert d.replicas == 8 and "highest recommendation in the last 5m is 8" in d.message, d.message
+
+
+def test_a_breach_behind_pending_replicas_is_told_slo_first_with_every_signal_pressing() -> None:
+    # 20 Ready of 41 at KV 99%, 14,520 waiting, TTFT P95 13 s: every signal asks for the 41 on their way. The
+    # record kept one sentence, the first in list order (the KV cache's), and the breach appeared nowhere.
+    obs = observe(
+        41, kv=0.99, waiting=14_520.0, ready_replicas=20, pods_reporting=20, pending_replicas=21,
+        ttft_p95=13.4, itl_mean=0.059, running=20 * 256.0,
+    )  # fmt: skip
+    d = decide(obs, policy(slo_ttft_p95=0.5, slo_itl_mean=0.05, max_replicas=100), ScalerState(), 0.0)
+    assert d.replicas == 41 and d.reason is Reason.SCALE_UP_PENDING
+    assert d.message.startswith("TTFT P95 13400ms > SLO 500ms"), d.message
+    told = d.message.split("; also ")[1:]
+    assert [t.split(" ")[:2] for t in told] == [["ITL", "mean"], ["14520", "waiting"], ["KV", "cache"]]
+    assert all(t.endswith("(asks 41)") for t in told)
+    assert d.message.count("cover") == 1  # the pending replicas, said once

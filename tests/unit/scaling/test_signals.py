@@ -263,7 +263,7 @@ def test_pending_replicas_are_supply_on_the_way() -> None:
     d = decide(obs, policy(**FREE), ScalerState(), 0.0)
     assert d.replicas == 3
     assert d.reason is Reason.SCALE_UP_PENDING
-    assert "1 pending replica already covers it" in d.message
+    assert "the 1 replica not Ready yet covers it" in d.message and "pending" not in d.message  # said once
 
 
 @pytest.mark.parametrize(
