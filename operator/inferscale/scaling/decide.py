@@ -468,7 +468,9 @@ def _decide(
         rate = capacity.learn(
             old if learned else None, policy.capacity_prior_rps, obs.request_rate, obs.ready_replicas, kind
         )
-        if rate > 0 and math.isfinite(rate):  # a subnormal request rate over the replicas underflows to 0
+        # a subnormal request rate over the replicas underflows to 0; a bound that leaves the prior as it was has
+        # taught nothing, and stored it would read "(learned)" from then on for the perf model's own figure
+        if rate > 0 and math.isfinite(rate) and (learned or rate != old):
             rps, factor = capacity.learned_state(state, policy.capacity_prior_rps, rate)
             learned_state = replace(state, capacity_rps=rps, capacity_factor=factor)
 

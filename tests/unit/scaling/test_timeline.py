@@ -187,10 +187,13 @@ def test_a_queue_teaches_the_observed_rate_and_kv_only_a_lower_bound() -> None:
     assert d.state.capacity_rps is not None and 2.7 <= d.state.capacity_rps < 3.0
     assert d.state.capacity_factor == pytest.approx(d.state.capacity_rps / 3.0)
     # KV near target without a backlog: the rate carried is a lower bound, never extrapolated to the
-    # KV target (near compute saturation KV grows much faster than the rate).
-    for rate, expected in ((8.0, 3.0), (11.0, 3.0), (14.0, 3.0 + 0.1 * 0.5)):
+    # KV target (near compute saturation KV grows much faster than the rate). A bound under the prior teaches
+    # nothing: nothing is stored, and the next tick's figure is not called learned.
+    for rate, expected in ((8.0, None), (11.0, None), (14.0, 3.0 + 0.1 * 0.5)):
         obs = observe(4, kv=0.7, request_rate=rate, ttft_p95=0.3, itl_mean=0.02)
-        assert decide(obs, pol, ScalerState(), 0.0).state.capacity_rps == pytest.approx(expected)
+        after = decide(obs, pol, ScalerState(), 0.0).state
+        assert after.capacity_rps == (None if expected is None else pytest.approx(expected))
+        assert decide(obs, pol, after, 10.0).message.count("(learned)") == (expected is not None)
 
 
 def test_a_breach_behind_a_backlog_lowers_the_estimate_it_cannot_raise() -> None:
@@ -199,7 +202,7 @@ def test_a_breach_behind_a_backlog_lowers_the_estimate_it_cannot_raise() -> None
     over = observe(4, kv=0.9, waiting=40.0, request_rate=8.0, ttft_p95=2.0, itl_mean=0.02)
     assert decide(over, pol, ScalerState(), 0.0).state.capacity_rps == pytest.approx(3.0 - 0.1 * 1.0)
     faster = observe(4, kv=0.9, waiting=40.0, request_rate=16.0, ttft_p95=2.0, itl_mean=0.02)
-    assert decide(faster, pol, ScalerState(), 0.0).state.capacity_rps == pytest.approx(3.0)
+    assert decide(faster, pol, ScalerState(), 0.0).state.capacity_rps is None  # above the prior: nothing taught
     # A breach without a backlog (long prompts' prefill) says nothing about capacity.
     prefill = observe(4, kv=0.1, waiting=1.0, request_rate=8.0, ttft_p95=2.0, itl_mean=0.02)
     assert decide(prefill, pol, ScalerState(), 0.0).state.capacity_rps is None
