@@ -124,7 +124,7 @@ def confirm(rec: Recommendation, current: int, before: int | None) -> Recommenda
     asked = f"the tick before asked {before}" if before is not None else "the tick before asked for no more"
     outcome = f"hold {current}" if n == current else f"{n}"
     message = f"{rec.message}; {asked}: a scale-up on capacity waits for a second reading → {outcome}"
-    return replace(rec, replicas=n, message=message)
+    return replace(rec, replicas=n, message=message, held=Reason.UP_STABILIZING)
 
 
 def _need(

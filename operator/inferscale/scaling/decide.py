@@ -212,11 +212,6 @@ _TOLD_FIRST = {
 }
 
 
-def _unconfirmed(recs: Sequence[Recommendation], asked: int) -> bool:
-    """Whether the capacity signal asked for fewer than its count (`asked`) for want of a second reading."""
-    return any(r.signal is Reason.CAPACITY and r.replicas < asked and "second reading" in r.message for r in recs)
-
-
 def _capacity_low(state: ScalerState, policy: Policy, now: float) -> CapacityLow | None:
     """The capacity low of the scale-down window, this tick's capacity included (None without one)."""
     per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
@@ -348,7 +343,7 @@ def _decide(
 
     if max(raw for _, raw in signal_recs) != desired and desired == current:
         limits.append(Reason.WITHIN_TOLERANCE)  # the winning signal's message already says so
-    if capacity_ask is not None and desired < capacity_ask and _unconfirmed(recs, capacity_ask):
+    if capacity_ask is not None and desired < capacity_ask and any(r.held is Reason.UP_STABILIZING for r in recs):
         # capacity.confirm held a scale-up for its second reading: a limit, not pending replicas covering it
         limits.append(Reason.UP_STABILIZING)
         if winner.signal is not Reason.CAPACITY:
@@ -439,7 +434,7 @@ def _decide(
     elif n == current and obs.pending_replicas > 0 and winner.replicas > obs.ready_replicas:
         reason = Reason.SCALE_UP_PENDING
         pending = obs.pending_replicas
-        if "not Ready yet cover" not in winner.message:  # the signal said it already
+        if winner.held is not Reason.SCALE_UP_PENDING:  # the signal said it already
             notes.append(
                 f"{pending} pending {'replica already covers' if pending == 1 else 'replicas already cover'} it"
             )
@@ -451,7 +446,7 @@ def _decide(
         (r for r in recs if r is not winner and r.replicas >= current and r.replicas > obs.ready_replicas),
         key=lambda r: -_TOLD_FIRST.get(r.signal, 0),
     )
-    also = [f"also {r.message.split(' → ')[0]} (asks {r.replicas})" for r in pressing]  # what it saw, what it asks
+    also = [f"also {signals.seen(r)} (asks {r.replicas})" for r in pressing]
     message = "; ".join([winner.message, *notes, *also, *remarks])
 
     slo_met = _slo_met(obs, policy)

@@ -98,6 +98,10 @@ def hpa_ratio(usage: Usage, target: float, tolerance: float, current: int, max_r
     return Ratio(raw, raw, ratio, False, capped)
 
 
+def _held(r: Ratio) -> Reason | None:
+    return Reason.SCALE_UP_PENDING if r.covered else None
+
+
 def _coverage(usage: Usage) -> str:
     return "" if usage.reporting >= usage.ready else f" ({usage.reporting} of {usage.ready} reporting)"
 
@@ -135,7 +139,7 @@ def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current
         f"KV cache {shown} {cmp} {goal} target on {usage.ready} ready replicas{_coverage(usage)}"
         f"{_outcome(r, tolerance, current, usage.ready)}"
     )
-    return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message), r
+    return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message, _held(r)), r
 
 
 def queue(
@@ -166,9 +170,8 @@ def queue(
         if r.capped:
             message = f"{head} → {r.replicas} (drains in {drain:.2f}s, {delay:.2f}x the TTFT SLO)"
             return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
-    return Recommendation(
-        Reason.QUEUE, r.replicas, waiting, target, f"{head}{_outcome(r, tolerance, current, usage.ready)}"
-    ), r
+    message = f"{head}{_outcome(r, tolerance, current, usage.ready)}"
+    return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message, _held(r)), r
 
 
 def behind_pending(rec: Recommendation, current: int, pending: int, need: int | None) -> Recommendation:
@@ -183,9 +186,13 @@ def behind_pending(rec: Recommendation, current: int, pending: int, need: int | 
         return rec
     n = max(current, need)
     outcome = f"hold {current}" if n == current else f"{n}"
-    head = rec.message.split(" → ")[0]
-    message = f"{head}; with {pending} pending, {need} drain the backlog within a time-to-ready → {outcome}"
+    message = f"{seen(rec)}; with {pending} pending, {need} drain the backlog within a time-to-ready → {outcome}"
     return replace(rec, replicas=n, message=message)
+
+
+def seen(rec: Recommendation) -> str:
+    """What a recommendation's signal saw, without the count it asks for."""
+    return rec.message.split(" → ")[0]
 
 
 def backlog_need(

@@ -217,6 +217,9 @@ class Recommendation:
     value: float | None  # the observed or forecast quantity behind it
     target: float | None  # its set-point
     message: str
+    # what holds it below its own ask, besides a dead-band: replicas not Ready yet (SCALE_UP_PENDING), a capacity
+    # scale-up waiting for its second reading (UP_STABILIZING)
+    held: Reason | None = None
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ import random
 import time
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -311,9 +312,7 @@ class _Latency:
         """What `histogram_quantile(0.95, ...)` reads of the window's steps over vLLM's TTFT buckets, each step's
         requests with the exponential tail `_ttft_miss` assumes: between two bounds a P95 reads as Prometheus
         interpolates it (3.0 s as 3.57 s, over a 3.5 s target), as the request-level observer's does."""
-        weights: dict[float, float] = {}  # the steps of one steady load share their P95: one term per value
-        for p95, _, n in self._served():
-            weights[p95] = weights.get(p95, 0.0) + n
+        weights = _by_p95((p95, n) for p95, _, n in self._served())
         if not weights:
             return None
         buckets = {le: sum(n * _share_within(le, p95) for p95, n in weights.items()) for le in TTFT_BUCKETS}
@@ -406,6 +405,14 @@ def _ttft_miss(p95: float, slo: float) -> float:
     return 1.0 if not math.isfinite(p95) else 0.05 ** (slo / p95)
 
 
+def _by_p95(steps: Iterable[tuple[float, float]]) -> dict[float, float]:
+    """Arrivals per TTFT P95: the steps of one steady load share theirs, and are one term."""
+    weights: dict[float, float] = {}
+    for p95, arrivals in steps:
+        weights[p95] = weights.get(p95, 0.0) + arrivals
+    return weights
+
+
 _VECTORISED = 64  # terms from which numpy's call overhead pays: a 14-day score holds 240,000
 
 
@@ -416,9 +423,7 @@ def ttft_quantile(
     exponential tail `_ttft_miss` assumes, a step nobody served `(wait, arrivals)` with all its requests at the
     wait. Not the quantile of the steps' P95s: under a steady load that reads P99 = P95, where the tail puts P99
     at ln 100 / ln 20 = 1.54 times it. NaN without a request."""
-    weights: dict[float, float] = {}  # the steps of one steady load share their P95: one term per value
-    for p95, arrivals in served:
-        weights[p95] = weights.get(p95, 0.0) + arrivals
+    weights = _by_p95(served)
     waits = waited or []
     total = sum(weights.values()) + sum(n for _, n in waits)
     if total <= 0:
