@@ -44,6 +44,10 @@ def _rule(window: float, limit: int | str | None, period: str, release: Release 
     return ScaleRule(window, percent, pods, parse_duration(period), release)
 
 
+# the lengths a prior is computed at until the engines report their own
+TYPICAL_LENGTHS = (float(TYPICAL_INPUT_TOKENS), float(TYPICAL_OUTPUT_TOKENS))
+
+
 def capacity_prior(
     model: ModelRef,
     slo_ttft: float,
@@ -158,6 +162,7 @@ def policy_from_spec(spec: InferenceServiceSpec, default_interval: float) -> Pol
             for s in spec.warmup.schedules
         ),
         capacity_prior_rps=prior,
+        capacity_prior_at=TYPICAL_LENGTHS if prior is not None else None,
         capacity_note=note,
     )
 
@@ -284,5 +289,7 @@ def with_observed_prior(
         # The prior at the typical lengths would size these requests as if they were short: unknown, not
         # that (30,000-token prompts read 36 req/s per replica where 16,000-token ones read 2).
         at = f" at the {lengths[0]:,.0f}-token prompts and {lengths[1]:,.0f}-token outputs the engines report"
-        return replace(policy, capacity_prior_rps=None, capacity_note=_no_prior_note(policy, model, at))
-    return replace(policy, capacity_prior_rps=fitted)
+        return replace(
+            policy, capacity_prior_rps=None, capacity_prior_at=None, capacity_note=_no_prior_note(policy, model, at)
+        )
+    return replace(policy, capacity_prior_rps=fitted, capacity_prior_at=lengths)

@@ -30,6 +30,7 @@ from inferscale.adapters.workload import (
     target_state,
 )
 from inferscale.api.convert import (
+    TYPICAL_LENGTHS,
     capacity_prior,
     noting_a_missing_prior,
     observed_lengths,
@@ -68,6 +69,7 @@ from inferscale.handlers.status import (
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
+from inferscale.scaling.telling import worth_telling
 from inferscale.scaling.types import Decision, MetricsState, Observation, ScalerState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -459,7 +461,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     model = with_engine_limits(spec.model, engine_limits(deployment, spec.engine))
     if model is not spec.model:
         fitted = capacity_prior(model, policy.slo_ttft_p95 or 0.5, policy.slo_itl_mean or 0.05)
-        policy = replace(policy, capacity_prior_rps=fitted, capacity_note=None)  # the spec's own note is answered
+        # the spec's own note is answered
+        at = TYPICAL_LENGTHS if fitted is not None else None
+        policy = replace(policy, capacity_prior_rps=fitted, capacity_prior_at=at, capacity_note=None)
     pods = tick.candidate_pods(ns, (deployment.get("spec") or {}).get("selector"))
     ts = target_state(deployment, pods, now)
     moved = target_changed(status, target, ts.uid)
@@ -593,12 +597,14 @@ def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
 
-def _log_decision(rt: Runtime, who: str, last: Any, decision: Decision, acted: bool) -> None:
-    """One log line per scale and per change of what the operator decides, not one per tick: `kubectl logs`
-    then reads as the service's decision history, and a steady service stays quiet."""
+def _log_decision(rt: Runtime, uid: str, who: str, last: Any, decision: Decision, acted: bool, now: float) -> None:
+    """One log line per scale and per change of what the operator decides, and one a minute while the SLO is
+    missed, not one per tick: `kubectl logs` then reads as the service's decision history, and a steady service
+    stays quiet (`scaling.telling`)."""
     before = (last.get("reason"), last.get("replicas")) if isinstance(last, Mapping) else None
-    if not acted and before == (decision.reason.value, decision.replicas):
+    if not acted and not worth_telling(decision, before, rt.last_told.get(uid), now):
         return
+    rt.last_told[uid] = now
     if decision.replicas == decision.current:
         what = f"holds {decision.current}"
     else:
@@ -717,7 +723,7 @@ async def _write(
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
     made = ("scaler", "lastScaleTime", "history") if acted else ("scaler",) if retract else ()
     await _patch_status(rt, body, new_status, now, force=retract, keep=made)
-    _log_decision(rt, f"{ns}/{name}", status.get("decision"), decision, acted)
+    _log_decision(rt, meta.get("uid") or f"{ns}/{name}", f"{ns}/{name}", status.get("decision"), decision, acted, now)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

@@ -42,6 +42,7 @@ class Runtime:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
+    last_told: dict[str, float] = field(default_factory=dict)  # service uid -> when its decision was last logged
     # service uid -> the managed template hash whose update the API server refused, announced once
     refused_templates: dict[str, str] = field(default_factory=dict)
     refused_scales: dict[str, ScaleRefusal] = field(default_factory=dict)  # service uid -> its last refused scale
@@ -66,6 +67,7 @@ class Runtime:
         """Drop what is kept of services and pods the cluster no longer has (uids): one entry per service ever
         created would otherwise stay for as long as the operator runs."""
         self.last_decided = {u: t for u, t in self.last_decided.items() if u in services}
+        self.last_told = {u: t for u, t in self.last_told.items() if u in services}
         self.refused_templates = {u: h for u, h in self.refused_templates.items() if u in services}
         self.refused_scales = {u: r for u, r in self.refused_scales.items() if u in services}
         self.last_lengths = {u: lengths for u, lengths in self.last_lengths.items() if u in services}

@@ -83,10 +83,23 @@ RATE_WINDOW = 60.0
 LOW_BUCKETS = 2
 
 
+def origin(state: ScalerState, prior: float | None, at: tuple[float, float] | None) -> str:
+    """Where `estimate`'s capacity comes from, as the capacity message says it. The perf model's prior follows
+    the request lengths the engines report (`at`: the mean prompt and output tokens it was computed at), so a
+    capacity that falls by a third within minutes reads as the longer requests it is, not as a rule that changed
+    its mind (the m-mid slice: 65 -> 44 req/s per replica when the mean prompt went from 661 to 992 tokens)."""
+    lengths = f" at {at[0]:,.0f}-token prompts, {at[1]:,.0f}-token outputs" if at is not None else ""
+    if _usable(prior) is not None and state.capacity_factor is not None:
+        return f"learned: {state.capacity_factor:.2f} × the prior{lengths}"
+    if state.capacity_rps is not None:
+        return "learned"
+    return f"prior{lengths}"
+
+
 def recommend(
     demand_rps: float,
     capacity_rps: float,
-    learned: bool,
+    origin: str,
     horizon: float,
     tolerance: float,
     current: int,
@@ -97,8 +110,8 @@ def recommend(
     """The recommendation, and the count it would ask for without the dead-band. `demand_rps` is the
     larger of `forecast_rps` and the load now; the message says which it was, so that it agrees with the
     forecast the status reports. `utilization`: the share of `capacity_rps` the demand may use."""
+    needed = _needed(demand_rps, capacity_rps, utilization)
     replicas, held = _need(demand_rps, capacity_rps, tolerance, current, utilization)
-    source = "learned" if learned else "prior"
     when = f"in {horizon:.0f}s" if horizon > 0 else "now"
     # compared as printed, so that the message never reads 'above the forecast' of the same figure
     if forecast_rps is not None and round(demand_rps, 2) <= round(forecast_rps, 2):
@@ -108,8 +121,21 @@ def recommend(
     else:
         demand = f"load now {demand_rps:.2f} req/s (no forecast)"
     outcome = f", within {tolerance:.0%} tolerance → hold {current}" if held else f" → {replicas}"
-    message = f"{demand} / {capacity_rps:.2f} req/s per replica ({source}) at {utilization:.0%}{outcome}"
+    message = (
+        f"{demand} / {capacity_rps:.2f} req/s per replica ({origin}) at {utilization:.0%} = "
+        f"{quotient(needed, replicas)}{outcome}"
+    )
     return Recommendation(Reason.CAPACITY, current if held else replicas, demand_rps, capacity_rps, message), replicas
+
+
+def quotient(needed: float, replicas: int) -> str:
+    """`needed` as the message prints it: the rounded figures before it cannot tell 26.0 (26 replicas) from
+    26.01 (27), so the quotient is printed, with the digits that show which side of a whole count it is on."""
+    for digits in (2, 4, 6):
+        text = f"{needed:,.{digits}f}"
+        if ceil_count(float(text.replace(",", ""))) == replicas:
+            return text
+    return f"{needed:,.6f}"
 
 
 def confirm(rec: Recommendation, current: int, before: int | None) -> Recommendation:

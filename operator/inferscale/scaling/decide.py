@@ -175,13 +175,13 @@ def _signals(
                 recs.append((latency, latency.replicas))
             elif latency is not None:
                 remarks.append(latency)
-    per_replica, learned = capacity.estimate(state, policy.capacity_prior_rps)
+    per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
     demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         rec, raw = capacity.recommend(
             demand,
             per_replica,
-            learned,
+            capacity.origin(state, policy.capacity_prior_rps, policy.capacity_prior_at),
             fc.horizon,
             tol,
             current,

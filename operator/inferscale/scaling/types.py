@@ -144,6 +144,8 @@ class Policy:
     schedules: tuple[Schedule, ...] = ()
     # Requests/s one replica sustains at the SLO, from the perf model; learned online replaces it.
     capacity_prior_rps: float | None = None
+    # The mean (prompt, output) tokens the prior was computed at, said with it; None where not known.
+    capacity_prior_at: tuple[float, float] | None = None
     # Why a prior the spec asked for (a model profile) is absent, said in the decision while nothing is learned.
     capacity_note: str | None = None
     # The spec left the scale-down window unset: it is the time-to-ready (measured, else the prior) plus

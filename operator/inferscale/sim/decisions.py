@@ -5,7 +5,8 @@ own trace before turning it on wants to read, at the minute TTFT rose, what it s
 back. Policies that explain themselves (inferscale's own, whose `Decision` carries a reason and a
 message) leave a record of the ticks worth reading: every change of the replica count, and every tick
 whose reason differs from the one before (a hold starting, a rate limit, a dead-band). A steady run of
-identical holds is one record, not one per tick, so a 14-day replay stays readable.
+identical holds is one record, not one per tick, so a 14-day replay stays readable; while the SLO is
+missed it is one a minute, as the operator logs it (`scaling.telling`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from inferscale.scaling.telling import worth_telling
 from inferscale.scaling.types import Decision, Observation
 
 
@@ -41,6 +43,7 @@ class DecisionRecord:
     horizon: float
     recommendations: tuple[tuple[str, int], ...]  # (signal, replicas) in the decision's order
     limits: tuple[str, ...]
+    slo_met: bool | None = None  # None when the latency was unknown
 
     @property
     def changed(self) -> bool:
@@ -61,6 +64,7 @@ class DecisionRecord:
             "horizon_s": _finite(self.horizon),
             "recommendations": [{"signal": s, "replicas": n} for s, n in self.recommendations],
             "limits": list(self.limits),
+            "slo_met": self.slo_met,
         }
 
 
@@ -76,7 +80,7 @@ class DecisionLog:
         if self._policy is None or (d := self._policy.last_decision) is None:
             return
         last = self.records[-1] if self.records else None
-        if last is not None and not d.changed and d.reason.value == last.reason and d.current == last.replicas:
+        if not worth_telling(d, (last.reason, last.replicas) if last else None, last.at if last else None, now):
             return
         self.records.append(
             DecisionRecord(
@@ -92,6 +96,7 @@ class DecisionLog:
                 horizon=d.horizon,
                 recommendations=tuple((r.signal.value, r.replicas) for r in d.recommendations),
                 limits=tuple(r.value for r in d.limits),
+                slo_met=d.slo_met,
             )
         )
 

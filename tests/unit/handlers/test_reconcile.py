@@ -8,6 +8,7 @@ import logging
 from typing import Any
 
 import pytest
+from tests.unit.handlers.objects import merged, svc
 
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.pod_metrics import Read
@@ -65,22 +66,6 @@ class FakeKube:
 
     def scales(self) -> list[int]:
         return [b["spec"]["replicas"] for m, p, b in self.calls if m == "PATCH" and p.endswith("/scale")]
-
-
-def svc(spec: dict[str, Any], status: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "inferscale.dev/v1alpha1",
-        "kind": "InferenceService",
-        "metadata": {
-            "name": "llm",
-            "namespace": "ns",
-            "uid": "u1",
-            "generation": 1,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-        },
-        "spec": spec,
-        "status": status or {},
-    }
 
 
 GOOD = {"model": {"name": "m"}, "scaleTargetRef": {"name": "llm"}, "replicas": {"min": 1, "max": 4}}
@@ -404,6 +389,31 @@ async def test_the_log_has_a_line_per_scale_and_per_change_of_decision_not_per_t
     assert lines[0].startswith("ns/llm: scaled 2 → 3 (RateLimited): ")
     assert lines[1].startswith("ns/llm: scaled 3 → 4 (")
     assert lines[2].startswith("ns/llm: holds 4 (ScaleDownStabilizing): ")
+
+
+async def test_a_hold_while_the_slo_is_missed_is_logged_once_a_minute_not_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spec = {**GOOD, "replicas": {"min": 1, "max": 2}}
+    kube, status = FakeKube(), {}
+    rt = runtime(kube)
+
+    def breached(at: float) -> Tick:  # at max replicas, every token 100 ms apart against the 50 ms ITL SLO
+        t = saturated_tick(2, at)
+        for series in t.fleet[()].pods.values():
+            series.values.update({"itl_sum": 10.0, "itl_count": 100.0})
+        return t
+
+    with caplog.at_level(logging.INFO, logger="inferscale"):
+        for t in (*(breached(NOW + s) for s in range(0, 140, 10)), idle_tick(2, NOW + 140), idle_tick(2, NOW + 150)):
+            await reconcile(rt, t, svc(spec, status))
+            status = merged(status, kube.statuses()[-1])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ns/llm: ")]
+    assert kube.scales() == []
+    # +0, +60 and +120 s while the mean ITL is over its SLO; then one line for the change, none for its repeat
+    assert [line.split(":", 2)[1] for line in lines[:3]] == [" holds 2 (MaxReplicas)"] * 3, lines
+    assert all("ITL mean 100ms > SLO 50ms" in line for line in lines[:3]), lines
+    assert len(lines) == 4 and "(MaxReplicas)" not in lines[3], lines
 
 
 @pytest.mark.parametrize("refusal", [403, 422, 429])
@@ -851,19 +861,6 @@ async def test_the_older_of_two_services_on_one_target_wins() -> None:
     assert all(c["status"] == "False" for c in kube.statuses()[0]["conditions"] if c["type"] == "Conflict")
 
 
-def merged(old: Any, patch: Any) -> Any:
-    """RFC 7386 merge patch, as the API server applies the status patch."""
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(old) if isinstance(old, dict) else {}
-    for k, v in patch.items():
-        if v is None:
-            out.pop(k, None)
-        else:
-            out[k] = merged(out.get(k), v)
-    return out
-
-
 async def test_an_unchanged_status_is_not_rewritten_until_it_is_due_for_a_refresh() -> None:
     kube, body = FakeKube(), svc(GOOD)
     rt = runtime(kube)
@@ -1193,7 +1190,9 @@ async def test_one_batch_limit_in_the_spec_goes_with_the_engine_s_other_one(args
     assert kube.events() == [] or all(e["reason"] != "InvalidSpec" for e in kube.events())
     capacity = [r for r in decision.recommendations if r.signal is Reason.CAPACITY]
     if prior:
-        assert capacity and capacity[0].target is not None and "(prior)" in capacity[0].message
+        # sized at the lengths the engines report, and says so
+        at = "(prior at 1,000-token prompts, 150-token outputs)"
+        assert capacity and capacity[0].target is not None and at in capacity[0].message
     else:  # the engine would run 1,024 seats: no prior to size with, and the decision says why
         assert "no prior from the spec alone" in decision.message and "max_num_seqs" in decision.message
 
@@ -1210,7 +1209,9 @@ async def test_a_model_the_spec_gives_no_tp_for_is_sized_at_the_pod_s(args: list
     assert decision is not None  # it was InvalidSpec: no decision, ever
     capacity = [r for r in decision.recommendations if r.signal is Reason.CAPACITY]
     if prior:
-        assert capacity and capacity[0].target is not None and "(prior)" in capacity[0].message
+        # sized at the lengths the engines report, and says so
+        at = "(prior at 1,000-token prompts, 150-token outputs)"
+        assert capacity and capacity[0].target is not None and at in capacity[0].message
     else:
         assert "tensor-parallel size" in decision.message
 

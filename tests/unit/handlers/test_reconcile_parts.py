@@ -128,6 +128,12 @@ def test_observed_lengths_need_every_rate() -> None:
     before = with_observed_prior(Policy(1, 4), model, obs).capacity_prior_rps
     assert with_observed_prior(Policy(1, 4), model, blank, (1200.0, 210.0)).capacity_prior_rps == before
     assert with_observed_prior(Policy(1, 4), model, blank).capacity_prior_rps is None  # Policy's own: none
+    # the lengths a prior was computed at go with it, for the decision to say
+    assert with_observed_prior(Policy(1, 4), model, obs).capacity_prior_at == (1200.0, 210.0)
+    assert with_observed_prior(Policy(1, 4), model, blank, (990.0, 52.0)).capacity_prior_at == (990.0, 52.0)
+    huge = rates(10.0, 10.0 * 200_000, 2110.0)  # prompts beyond the context: no prior, and no lengths for one
+    unfit = with_observed_prior(Policy(1, 4), model, huge)
+    assert unfit.capacity_prior_rps is None and unfit.capacity_prior_at is None and unfit.capacity_note
 
 
 def seconds(ts: TargetState) -> tuple[float, ...]:

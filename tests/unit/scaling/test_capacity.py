@@ -57,6 +57,39 @@ def test_the_learned_figure_follows_the_prior_through_a_change_of_lengths() -> N
     assert rps == 4.5 and factor == pytest.approx(0.9)
 
 
+def test_the_capacity_message_says_where_its_figure_comes_from_and_at_which_lengths() -> None:
+    at = (992.0, 52.0)
+    assert capacity.origin(ScalerState(), 44.0, at) == "prior at 992-token prompts, 52-token outputs"
+    assert capacity.origin(ScalerState(), 44.0, None) == "prior"
+    learned = ScalerState(capacity_rps=41.0, capacity_factor=0.93)
+    assert capacity.origin(learned, 44.0, (1500.0, 210.0)) == (
+        "learned: 0.93 × the prior at 1,500-token prompts, 210-token outputs"
+    )
+    # learned without a prior to be a factor of: the rate itself, and no lengths stand behind it
+    assert capacity.origin(learned, None, at) == "learned"
+    assert capacity.origin(ScalerState(capacity_rps=41.0), 44.0, at) == "learned"
+    # the decision says it, at the lengths of the policy's prior
+    pol = policy(capacity_prior_rps=44.0, capacity_prior_at=at, target_capacity_utilization=0.8)
+    d = decide(observe(20, kv=0.5, request_rate=900.0), pol, ScalerState(), 0.0)
+    assert "/ 44.00 req/s per replica (prior at 992-token prompts, 52-token outputs) at 80% = 25.57 → 26" in d.message
+
+
+@pytest.mark.parametrize(
+    ("needed", "replicas", "printed"),
+    [
+        (25.57, 26, "25.57"),
+        (26.0, 26, "26.00"),
+        (26.004, 27, "26.0040"),  # '26.00 → 27' would read as a rounding error
+        (26.0000004, 27, "26.000000"),  # under any printed digit: the most it prints
+        (1234.5, 1235, "1,234.50"),
+    ],
+)
+def test_the_quotient_is_printed_with_the_digits_that_decide_its_count(
+    needed: float, replicas: int, printed: str
+) -> None:
+    assert capacity.quotient(needed, replicas) == printed
+
+
 @pytest.mark.parametrize(
     ("demand", "current", "expected"),
     [
@@ -69,14 +102,14 @@ def test_the_learned_figure_follows_the_prior_through_a_change_of_lengths() -> N
 )
 def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int, expected: int) -> None:
     # 10.2 req/s per replica at 85%
-    rec, _ = capacity.recommend(demand, 12.0, True, 180.0, 0.1, current, forecast_rps=demand, utilization=0.85)
+    rec, _ = capacity.recommend(demand, 12.0, "learned", 180.0, 0.1, current, forecast_rps=demand, utilization=0.85)
     assert rec.replicas == expected
 
 
 @pytest.mark.parametrize(
     ("forecast", "expected"),
     [
-        (50.0, "forecast 50.00 req/s in 180s / 12.00 req/s per replica (learned) at 85% → 5"),
+        (50.0, "forecast 50.00 req/s in 180s / 12.00 req/s per replica (learned) at 85% = 4.90 → 5"),
         (40.0, "load now 50.00 req/s (above the forecast 40.00 in 180s) / 12.00 req/s per replica (learned)"),
         (None, "load now 50.00 req/s (no forecast) / 12.00"),
         (49.999, "forecast 50.00 req/s in 180s"),  # not 'above the forecast 50.00'
@@ -85,17 +118,17 @@ def test_capacity_dead_band_only_holds_a_scale_down(demand: float, current: int,
 def test_the_capacity_message_names_the_forecast_only_when_the_demand_is_the_forecast(
     forecast: float | None, expected: str
 ) -> None:
-    rec, _ = capacity.recommend(50.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=forecast, utilization=0.85)
+    rec, _ = capacity.recommend(50.0, 12.0, "learned", 180.0, 0.1, 4, forecast_rps=forecast, utilization=0.85)
     assert rec.message.startswith(expected)
 
 
 def test_a_lower_capacity_utilization_keeps_standing_headroom() -> None:
     # 12 req/s per replica: 10.2 at 85%, 9.6 at the default 80%, 8.4 at 70%
-    at_85, _ = capacity.recommend(61.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=61.0, utilization=0.85)
-    at_80, _ = capacity.recommend(61.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=61.0)
-    at_70, _ = capacity.recommend(61.0, 12.0, True, 180.0, 0.1, 4, forecast_rps=61.0, utilization=0.7)
+    at_85, _ = capacity.recommend(61.0, 12.0, "learned", 180.0, 0.1, 4, forecast_rps=61.0, utilization=0.85)
+    at_80, _ = capacity.recommend(61.0, 12.0, "learned", 180.0, 0.1, 4, forecast_rps=61.0)
+    at_70, _ = capacity.recommend(61.0, 12.0, "learned", 180.0, 0.1, 4, forecast_rps=61.0, utilization=0.7)
     assert (at_85.replicas, at_80.replicas, at_70.replicas) == (6, 7, 8)  # 5.98, 6.35 and 7.26
-    assert at_80.message.endswith("(learned) at 80% → 7")
+    assert at_80.message.endswith("(learned) at 80% = 6.35 → 7")
     assert capacity.low_floor(100.0, 8.0, 0.1, 20, 0.7) == 18  # 17.9, where 85% leaves 15
 
 

@@ -164,7 +164,7 @@ def test_the_capacity_utilization_target_sizes_the_capacity_signal() -> None:
     default = decide(obs, policy(capacity_prior_rps=1.0), ScalerState(), 0.0)
     lower = decide(obs, policy(capacity_prior_rps=1.0, target_capacity_utilization=0.7), ScalerState(), 0.0)
     assert (default.replicas, lower.replicas) == (10, 12)
-    assert "at 70% → 12" in lower.message
+    assert "at 70% = 11.43 → 12" in lower.message
 
 
 def test_capacity_is_learned_only_from_loaded_slo_compliant_ticks() -> None:
@@ -193,7 +193,8 @@ def test_a_queue_teaches_the_observed_rate_and_kv_only_a_lower_bound() -> None:
         obs = observe(4, kv=0.7, request_rate=rate, ttft_p95=0.3, itl_mean=0.02)
         after = decide(obs, pol, ScalerState(), 0.0).state
         assert after.capacity_rps == (None if expected is None else pytest.approx(expected))
-        assert decide(obs, pol, after, 10.0).message.count("(learned)") == (expected is not None)
+        told = "(learned: 1.02 × the prior)" if expected is not None else "(prior)"  # 3.05 over the prior's 3
+        assert told in decide(obs, pol, after, 10.0).message
 
 
 def test_a_breach_behind_a_backlog_lowers_the_estimate_it_cannot_raise() -> None:

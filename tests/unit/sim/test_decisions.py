@@ -10,11 +10,12 @@ from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
-from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, steady_trace
+import pytest
+from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, make_obs, steady_trace
 
 from inferscale.perf import replica_capacity_rps
-from inferscale.scaling.types import Decision, Observation, RateSample
-from inferscale.sim.decisions import DecisionRecord, write_jsonl
+from inferscale.scaling.types import Decision, Observation, RateSample, Reason, ScalerState
+from inferscale.sim.decisions import DecisionLog, DecisionRecord, write_jsonl
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
 from inferscale.sim.fluid import run_fluid
@@ -45,10 +46,12 @@ class Capturing(Inferscale):
 
 
 def kept_by_the_rule(every: list[tuple[float, Decision]]) -> list[tuple[float, int, int, str]]:
-    """The documented rule, applied to every decision: a scale, or a reason or count unlike the last kept."""
+    """The documented rule, applied to every decision: a scale, a reason or count unlike the last kept, or a
+    minute since the last kept while the SLO is missed."""
     kept: list[tuple[float, int, int, str]] = []
     for at, d in every:
-        if not kept or d.changed or (d.reason.value, d.current) != (kept[-1][3], kept[-1][2]):
+        again = d.slo_met is False and kept and at - kept[-1][0] >= 60.0
+        if not kept or d.changed or (d.reason.value, d.current) != (kept[-1][3], kept[-1][2]) or again:
             kept.append((at, d.current, d.replicas, d.reason.value))
     return kept
 
@@ -85,8 +88,11 @@ def assert_chained(records: list[DecisionRecord], scale_actions: int) -> None:
     # Nothing between two records changed the count: each starts where the one before left it.
     assert all(b.current == a.replicas for a, b in pairwise(records))
     assert sum(r.changed for r in records) == scale_actions > 0
-    # and no two records in a row say the same thing about the same count
-    assert all(b.changed or (a.reason, a.replicas) != (b.reason, b.current) for a, b in pairwise(records))
+    # and no two records in a row say the same thing about the same count, but while the SLO is missed, a minute on
+    assert all(
+        b.changed or (a.reason, a.replicas) != (b.reason, b.current) or (b.slo_met is False and b.at - a.at >= 60.0)
+        for a, b in pairwise(records)
+    )
     assert all(r.message and r.recommendations for r in records)
 
 
@@ -147,3 +153,27 @@ def test_the_json_lines_carry_the_policy_and_no_nan(tmp_path: Path) -> None:
     assert lines[0]["from"] == first.current and lines[0]["to"] == first.replicas
     assert lines[0]["message"] == first.message
     assert lines[1]["forecast_rps"] is None
+
+
+class Holding:
+    """A policy that holds 4 for the given reason, whether its SLO is met or not."""
+
+    def __init__(self, slo_met: bool | None) -> None:
+        self.slo_met = slo_met
+        self.last_decision: Decision | None = None
+
+    def decide(self, now: float) -> None:
+        self.last_decision = Decision(
+            4, 4, Reason.SCALE_UP_PENDING, "holds", (), (), True, self.slo_met, None, 240.0, ScalerState()
+        )
+
+
+@pytest.mark.parametrize(("slo_met", "kept"), [(False, [0.0, 60.0, 120.0]), (True, [0.0]), (None, [0.0])])
+def test_a_hold_while_the_slo_is_missed_is_kept_once_a_minute(slo_met: bool | None, kept: list[float]) -> None:
+    policy = Holding(slo_met)
+    log = DecisionLog(policy)
+    for now in range(0, 130, 10):
+        policy.decide(float(now))
+        log.after_decide(make_obs(4), float(now))
+    assert [r.at for r in log.records] == kept
+    assert all(r.to_json("p")["slo_met"] is slo_met for r in log.records)
