@@ -235,13 +235,20 @@ _NEWS: dict[str, Callable[[Any], Any]] = {
 def has_news(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
     """Whether a status says something new: a count, a reason, a condition, the scaler's record.
     Only these are written in the tick; the figures behind them (latency, KV, rates, messages) are
-    refreshed every STATUS_REFRESH seconds, paced between ticks (see refresher.py)."""
+    refreshed every STATUS_REFRESH seconds, paced between ticks (see refresher.py).
 
-    def news(key: str, value: Any) -> Any:
+    Only the members the new status names count. `status.scaler` keeps unknown fields (the CRD preserves
+    them), so a member this version never writes (left by another version, a rollback, a hand edit) stays
+    there, as a merge patch removes only what it sets to null: compared, it would make every tick's status
+    news, and every service with it would be written every tick, for good."""
+
+    def news(key: str, value: Any, named: Any = None) -> Any:
         value = _kept(value)
+        if isinstance(named, Mapping) and isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if k in named}
         return _NEWS[key](value) if key in _NEWS and value is not None else value
 
-    return any(news(k, v) != news(k, old.get(k)) for k, v in new.items())
+    return any(news(k, v) != news(k, old.get(k), v) for k, v in new.items())
 
 
 def refresh_due(old: Mapping[str, Any], new: Mapping[str, Any], now: float) -> bool:

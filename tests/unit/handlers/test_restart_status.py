@@ -1,0 +1,193 @@
+"""What a restarted (or newly elected) operator reads back from status: a status another version or a person left
+behind must neither crash a tick nor change what the operator writes from then on, and a restart in the middle of a
+scale-down window or an outage must decide as the operator that never stopped would have.
+
+The API server is a small fake that applies status merge patches (RFC 7386) with their resourceVersion
+preconditions, as the real one does, so that what a tick reads is what the ticks before it left."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from functools import partial
+from typing import Any
+
+import pytest
+from tests.unit.handlers.objects import merged, svc
+
+from inferscale.adapters.kube import KubeError
+from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
+from inferscale.handlers.collector import Tick
+from inferscale.handlers.reconcile import reconcile, write_status
+from inferscale.handlers.refresher import Refresher
+from inferscale.handlers.runtime import Runtime
+from inferscale.handlers.status import has_news
+from inferscale.scaling.state import state_to_status
+from inferscale.scaling.types import ScalerState, TimedReplicas
+
+NOW = 1_800_000_000.0
+SPEC = {"model": {"name": "m"}, "scaleTargetRef": {"name": "llm"}, "replicas": {"min": 1, "max": 8}}
+
+
+class Server:
+    """One InferenceService and its Deployment as the API server holds them."""
+
+    def __init__(self, replicas: int, status: dict[str, Any] | None = None) -> None:
+        self.version = 1
+        self.svc: dict[str, Any] = svc(SPEC, status)
+        self.svc["metadata"]["resourceVersion"] = "1"
+        self.deployment: dict[str, Any] = {
+            "metadata": {"name": "llm", "namespace": "ns", "uid": "d1", "resourceVersion": "1"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "llm"}}},
+        }
+        self.status_writes = 0
+
+    @property
+    def replicas(self) -> int:
+        return int(self.deployment["spec"]["replicas"])
+
+
+class Kube:
+    def __init__(self, server: Server) -> None:
+        self.server = server
+
+    @staticmethod
+    def _precondition(body: Any, obj: dict[str, Any]) -> None:
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        if version is not None and version != obj["metadata"]["resourceVersion"]:
+            raise KubeError(409, "the object has been modified")
+
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
+        s = self.server
+        if path.endswith("/status"):
+            self._precondition(body, s.svc)
+            s.svc["status"] = merged(s.svc["status"], body["status"])
+            s.version += 1
+            s.svc["metadata"]["resourceVersion"] = str(s.version)
+            s.status_writes += 1
+            return copy.deepcopy(s.svc)
+        if path.endswith("/scale"):
+            self._precondition(body, s.deployment)
+            s.deployment["spec"]["replicas"] = body["spec"]["replicas"]
+            s.deployment["metadata"]["resourceVersion"] += "+"
+        return {}
+
+    async def get(self, path: str) -> dict[str, Any]:
+        return copy.deepcopy(self.server.svc)
+
+    async def create(self, path: str, body: Any, strict: bool = False) -> dict[str, Any]:
+        return dict(body)
+
+
+def process(server: Server) -> Runtime:
+    """A freshly started operator: nothing in memory, figure refreshes paced between ticks."""
+    kube = Kube(server)
+    rt = Runtime(kube=kube, default_interval=10.0, history={})  # type: ignore[arg-type]
+    rt.refresher = Refresher(partial(write_status, kube, logger=logging.getLogger("test")))
+    return rt
+
+
+def engine(pod: str, value: float, at: float, **labels: str) -> dict[str, Any]:
+    return {"metric": {"namespace": "ns", "pod": pod, "model_name": "m", **labels}, "value": [at, str(value)]}
+
+
+def cluster(server: Server, at: float, kv: float, waiting: float, rate: float, down: bool = False) -> Tick:
+    """The tick's view: the Deployment's pods all Ready, each reporting the fleet's load evenly."""
+    names = [f"llm-7d9f8c6b5-x{i}x4q" for i in range(server.replicas)]
+    pods = [
+        {
+            "metadata": {"name": n, "namespace": "ns", "labels": {"app": "llm"}},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+        }
+        for n in names
+    ]
+    tick = Tick(at=at, seq=1, deployments={("ns", "llm"): copy.deepcopy(server.deployment)}, pods={"ns": pods})
+    if down:
+        tick.fleet[()] = FleetSnapshot(at, {}, frozenset(QUERIES), ("down",))
+        return tick
+    series: dict[tuple[str, str, str], PodSeries] = {}
+    for n in names:
+        gauges = [
+            engine(n, kv, at, __name__="vllm:kv_cache_usage_perc"),
+            engine(n, waiting / len(names), at, __name__="vllm:num_requests_waiting"),
+            engine(n, 4, at, __name__="vllm:num_requests_running"),
+        ]
+        parse_vector("gauges", gauges, series)
+        parse_vector("sample_time", [engine(n, at - 2, at)], series)
+        parse_vector("requests", [engine(n, rate / len(names), at)], series)
+    tick.fleet[()] = FleetSnapshot(at, series, frozenset())
+    return tick
+
+
+async def one_tick(rt: Runtime, server: Server, tick: Tick, refreshes_land: bool = True) -> None:
+    """One tick of the operator's loop: reconcile on the status as listed, then the paced refreshes (lost when the
+    process dies before they are sent)."""
+    body = copy.deepcopy(server.svc)
+    tick.services = [body]
+    await reconcile(rt, tick, body)
+    assert rt.refresher is not None
+    if refreshes_land:
+        await rt.refresher._pace(tick.at)
+    await rt.refresher.finish()
+
+
+def test_a_scaler_member_this_version_does_not_write_is_not_news() -> None:
+    written = state_to_status(ScalerState(recommendations=(TimedReplicas(NOW, 2),)))
+    stored = {k: v for k, v in written.items() if v is not None}  # as the API server keeps it
+    left = {"scaler": {**stored, "retiredField": {"since": NOW - 3600}}}  # another version's, or a hand edit's
+    assert not has_news(left, {"scaler": written})
+    # what this version does write is still compared, a value it takes back (null) included
+    learned = {"scaler": {**stored, "capacityRps": 3.5}}
+    assert has_news(learned, {"scaler": written})
+    assert has_news(left, {"scaler": state_to_status(ScalerState(recommendations=(TimedReplicas(NOW, 3),)))})
+
+
+async def test_a_status_left_with_a_member_this_version_does_not_write_is_not_rewritten_every_tick() -> None:
+    async def writes(left_behind: dict[str, Any] | None) -> int:
+        server = Server(replicas=2)
+        rt = process(server)
+        for i in range(24):
+            if i == 4 and left_behind:
+                server.svc["status"]["scaler"].update(left_behind)
+            await one_tick(rt, server, cluster(server, NOW + 10 * i, kv=0.5, waiting=1.0, rate=3.0))
+        return server.status_writes
+
+    steady = await writes(None)
+    assert steady <= 10, "a steady service is written at its first tick and then every 30 s"
+    # a rollback from a version that kept one more member in status.scaler (the CRD preserves unknown fields there)
+    assert await writes({"retiredField": {"since": NOW - 3600}}) == steady
+
+
+LOAD_THEN_IDLE = [(0.9, 12.0, 20.0)] * 10 + [(0.1, 0.0, 1.0)] * 50
+
+
+async def timeline(restart_at: int | None, outage: range = range(0)) -> list[int]:
+    """The Deployment's count after each tick; at `restart_at` the process is replaced by a new one, and the
+    refreshes its predecessor had queued at its last tick are lost with it."""
+    server = Server(replicas=4)
+    rt = process(server)
+    counts = []
+    for i, (kv, waiting, rate) in enumerate(LOAD_THEN_IDLE):
+        if i == restart_at:
+            rt = process(server)
+        tick = cluster(server, NOW + 10 * i, kv, waiting, rate, down=i in outage)
+        await one_tick(rt, server, tick, refreshes_land=restart_at is None or i != restart_at - 1)
+        counts.append(server.replicas)
+    return counts
+
+
+@pytest.mark.parametrize("restart_at", [12, 17, 21, 26])
+async def test_a_restart_in_a_scale_down_window_scales_down_no_earlier_than_the_operator_that_never_stopped(
+    restart_at: int,
+) -> None:
+    assert await timeline(restart_at) == await timeline(None)
+
+
+@pytest.mark.parametrize("restart_at", [18, 22, 30, 41])
+async def test_a_restart_before_or_during_a_metrics_outage_holds_as_the_operator_that_never_stopped(
+    restart_at: int,
+) -> None:
+    outage = range(20, 40)
+    expected = await timeline(None, outage)
+    assert min(expected[20:40]) == expected[19], "the outage holds the count"
+    assert await timeline(restart_at, outage) == expected
