@@ -456,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
     scalings = [f"{e['reason']}: {e['message']}" for e in events if e.get("reason") in ("ScaledUp", "ScaledDown")]
     summary = {k: v for k, v in result.items() if k != "timeline"}
     summary["scale_actions"] = scalings
-    # the operator logs each scale and each change of decision; this run's lines, without the log prefix
+    # the operator logs each scale, each change of decision and a minute of a missed SLO; this run's lines, unprefixed
     mark = f" {NS}/llama-8b: "
     decisions = [ln.split(mark, 1)[1] for ln in (OUT / "operator.log").read_text().splitlines() if mark in ln]
     summary["decisions"] = decisions
@@ -475,7 +475,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(scalings)} scale actions, e.g.:")
     for line in scalings[:4]:
         print("  " + line)
-    print(f"{len(decisions)} changes of decision (each scale, each new reason to hold), from {OUT / 'operator.log'}:")
+    print(
+        f"{len(decisions)} decisions told (each scale, each new reason to hold, a minute apart while the SLO is "
+        f"missed), from {OUT / 'operator.log'}:"
+    )
     for line in decisions[:12]:
         print("  " + (line if len(line) <= 160 else line[:157] + "..."))
     print(
