@@ -163,10 +163,12 @@ def _signals(
             capped = signals.behind_pending(rec, current, obs.pending_replicas, need)
             recs.append((capped, ratio.raw if capped is rec else capped.replicas))
     tpot_gate = is_loaded or signals.batching(obs.running, ready)
+    idle = signals.load_now(obs.kv_cache_utilization, obs.waiting, None, ready)
+    unbatched = signals.load_now(obs.kv_cache_utilization, obs.waiting, obs.running, ready)
     for reason, observed, slo, gate, why in (
-        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95, is_loaded, signals.NOT_LOADED),
-        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean, is_loaded, signals.NOT_LOADED),
-        (Reason.SLO_TPOT, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, signals.NOT_BATCHING),
+        (Reason.SLO_TTFT, obs.ttft_p95, policy.slo_ttft_p95, is_loaded, signals.NOT_LOADED + idle),
+        (Reason.SLO_ITL, obs.itl_mean, policy.slo_itl_mean, is_loaded, signals.NOT_LOADED + idle),
+        (Reason.SLO_TPOT, obs.tpot_p95, policy.slo_tpot_p95, tpot_gate, signals.NOT_BATCHING + unbatched),
     ):
         if observed is not None and slo is not None:
             latency = signals.slo(reason, observed, slo, ready, current, gate, why)

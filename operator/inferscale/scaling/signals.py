@@ -271,6 +271,18 @@ def batching(running: float | None, ready: int) -> bool:
 
 
 NOT_LOADED, NOT_BATCHING = "that are not loaded", "that neither batch nor are loaded"
+
+
+def load_now(kv: float | None, waiting: float | None, running: float | None, ready: int) -> str:
+    """What says the replicas are not loaded, this tick: " now (KV cache 40%, 0 waiting)". The latency is a
+    window's (TTFT P95 over minutes), the load a gauge's: right after a queue drains the window still counts the
+    requests that waited in it, and a breach on replicas that read idle is that, or long prompts' prefill."""
+    facts = [f"{running / ready:.1f} running per replica"] if running is not None and ready >= 1 else []
+    facts += [f"KV cache {kv:.0%}"] if kv is not None else []
+    facts += [f"{waiting:g} waiting"] if waiting is not None else []
+    return f" now ({', '.join(facts)})" if facts else " now"
+
+
 SIGNAL_NAMES = {Reason.SLO_TTFT: "TTFT P95", Reason.SLO_ITL: "ITL mean", Reason.SLO_TPOT: "TPOT P95"}
 
 

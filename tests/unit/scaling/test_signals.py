@@ -144,7 +144,9 @@ def test_a_breach_on_replicas_that_are_not_loaded_recommends_nothing() -> None:
     d = decide(observe(14, kv=0.06, waiting=1.0, ttft_p95=1.7), pol, ScalerState(), 0.0)
     assert not [r for r in d.recommendations if r.signal is Reason.SLO_TTFT]
     assert d.slo_met is False and d.replicas < 14
-    assert "TTFT P95 1700ms > SLO 500ms on replicas that are not loaded" in d.message
+    # the latency is a window's, the load this tick's: the message says which figures read idle
+    told = "TTFT P95 1700ms > SLO 500ms on replicas that are not loaded now (KV cache 6%, 1 waiting): more replicas"
+    assert told in d.message
     # 14 long prompts waiting at 30 req/s: 0.47 s of queue in every TTFT, more replicas lower it.
     queued = decide(observe(14, kv=0.06, waiting=14.0, ttft_p95=1.7, request_rate=30.0), pol, ScalerState(), 0.0)
     assert rec(queued, Reason.SLO_TTFT).replicas == 28  # type: ignore[attr-defined]
@@ -167,7 +169,8 @@ def test_a_per_request_tpot_breach_without_batching_recommends_nothing() -> None
     pol = policy(**{**FREE, "slo_tpot_p95": 0.05})
     d = decide(observe(4, kv=0.1, running=4.0, tpot_p95=0.09), pol, ScalerState(), 0.0)
     assert not [r for r in d.recommendations if r.signal is Reason.SLO_TPOT]
-    assert "TPOT P95 90ms > SLO 50ms on replicas that neither batch nor are loaded" in d.message
+    told = "on replicas that neither batch nor are loaded now (1.0 running per replica, KV cache 10%"
+    assert f"TPOT P95 90ms > SLO 50ms {told}" in d.message
     assert d.slo_met is False
 
 
