@@ -252,12 +252,7 @@ def run_fluid(
                         serial += 1
                         heapq.heappush(pending, (now + cfg.time_to_ready.sample(rng), serial))
                 else:
-                    drop = current - want
-                    while drop and pending:  # pending replicas go first: they carry no load
-                        pending.remove(max(pending))
-                        heapq.heapify(pending)
-                        drop -= 1
-                    ready -= drop
+                    ready -= current - want - cancel_newest(pending, current - want)
             next_decide += policy.interval
         if now >= next_sample:
             timeline.at.append(now)
@@ -279,6 +274,18 @@ def run_fluid(
         unfinished=round(_left_after_grace(backlog, ready * table.mu_max, cfg.grace) + refused),
     )
     return RunResult(policy.name, scores, timeline, time.perf_counter() - started, decisions=log.records)
+
+
+def cancel_newest(pending: list[tuple[float, int]], n: int) -> int:
+    """Remove up to `n` of the `pending` replicas (a heap of (ready_at, creation serial)), the most recently created
+    first, as a ReplicaSet scales down (pods not Ready go first, then the youngest; `sim.fleet`); returns how many.
+    Not the one due last: with a random time-to-ready that keeps the replicas that start fastest, which no
+    ReplicaSet knows, and the fluid replay read better than the request-level one on every scale-down."""
+    removed = sorted(pending, key=lambda p: p[1])[max(0, len(pending) - n) :]
+    for p in removed:
+        pending.remove(p)
+    heapq.heapify(pending)
+    return len(removed)
 
 
 def _left_after_grace(backlog: float, capacity_rps: float, grace: float) -> float:

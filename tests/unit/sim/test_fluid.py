@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -11,7 +12,7 @@ from inferscale.perf import replica_capacity_rps, replica_profile
 from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.engine import EngineConfig
 from inferscale.sim.fleet import TimeToReady
-from inferscale.sim.fluid import _Latency, _on_grid, _table, run_fluid, ttft_quantile
+from inferscale.sim.fluid import _Latency, _on_grid, _table, cancel_newest, run_fluid, ttft_quantile
 from inferscale.sim.outage import PROMETHEUS_DOWN, Outage
 from inferscale.sim.run import RunConfig, Workload, run_policy
 from inferscale.sim.traces import RatePoint
@@ -183,3 +184,14 @@ def test_a_backlog_the_fleet_drains_within_the_grace_is_not_unfinished() -> None
         curve = [RatePoint(0.0, 0.7 * 4 * most, 500.0, 100.0), RatePoint(60.0, over * 4 * most, 500.0, 100.0)]
         r = run_fluid(curve, 120.0, Fixed(4), PROFILE, cfg(4))
         assert (r.scores.unfinished > 0) is unfinished
+
+
+def test_a_scale_down_cancels_the_youngest_pending_replicas_as_a_replicaset_does() -> None:
+    # (ready_at, creation serial): the youngest (3) is due before the second (2), whose start is slower
+    pending = [(100.0, 1), (300.0, 2), (200.0, 3)]
+    heapq.heapify(pending)
+    assert cancel_newest(pending, 1) == 1
+    assert sorted(pending) == [(100.0, 1), (300.0, 2)]  # not the one due last
+    assert pending[0] == (100.0, 1)  # still a heap: the next Ready is the earliest
+    assert cancel_newest(pending, 5) == 2 and pending == []  # the rest come off the Ready replicas
+    assert cancel_newest(pending, 0) == 0
