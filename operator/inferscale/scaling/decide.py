@@ -31,7 +31,7 @@ from dataclasses import replace
 
 from inferscale.scaling import capacity, guards, signals
 from inferscale.scaling.durations import format_duration
-from inferscale.scaling.forecast import Forecast, forecast
+from inferscale.scaling.forecast import PEAK_WINDOW, Forecast, forecast
 from inferscale.scaling.inputs import clean_observation, validate_policy
 from inferscale.scaling.schedule import active_floor
 from inferscale.scaling.stabilization import as_points, holding, prune_events, prune_recommendations, stabilize
@@ -189,6 +189,7 @@ def _signals(
             current,
             forecast_rps=fc.rps,
             utilization=policy.target_capacity_utilization,
+            peak_window=PEAK_WINDOW if fc.method == "peak" else None,
         )
         capacity_ask = raw if raw > current else None
         last = state.last_tick
@@ -219,8 +220,11 @@ def _capacity_low(state: ScalerState, policy: Policy, now: float) -> CapacityLow
     per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
     if per_replica is None or not (per_replica > 0 and math.isfinite(per_replica)):
         return state.capacity_low
-    bucket = policy.scale_down.stabilization_window / capacity.LOW_BUCKETS
-    return capacity.remember_low(state.capacity_low, now, per_replica, bucket)
+    return capacity.remember_low(state.capacity_low, now, per_replica, _low_bucket(policy))
+
+
+def _low_bucket(policy: Policy) -> float:
+    return policy.scale_down.stabilization_window / capacity.LOW_BUCKETS
 
 
 def _inflow(obs: Observation, policy: Policy, state: ScalerState, now: float, backlog: bool) -> float | None:
@@ -538,16 +542,20 @@ def _low_capacity_floor(
     floor = capacity.low_floor(rec.value, low_rps, policy.tolerance, current, policy.target_capacity_utilization)
     if floor <= n:
         return n
-    window = format_duration(policy.scale_down.stabilization_window)
     need = capacity.needed(rec.value, low_rps, policy.target_capacity_utilization)
     # the dead-band keeps `current` where the need is within tolerance of it: say so, not that it needs them all
     band = (
-        f", within {policy.tolerance:.0%} of {current}" if need < floor else ": no scale-down" if need > floor else ""
+        f", within {policy.tolerance:.0%} of {current}"
+        if need < floor
+        else f", more than the {current} there are: no scale-down"
+        if need > floor
+        else ""
     )
     note(
         Reason.CONSOLIDATION_REFUSED,
-        f"consolidation refused: {rec.value:.2f} req/s at the lowest capacity of the last {window} "
-        f"({low_rps:.2f} req/s per replica) needs {need}{band}",
+        f"consolidation refused: {rec.value:.2f} req/s at the lowest capacity of the last "
+        f"{format_duration(capacity.low_span(low, now, _low_bucket(policy)))} ({low_rps:.2f} req/s per replica) "
+        f"needs {need}{band}",
         floor,
     )
     return floor

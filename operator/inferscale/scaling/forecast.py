@@ -14,7 +14,8 @@ Three methods, chosen by how much history there is:
 - ``peak``: anything less: the recent peak.
 
 Whatever the method, the result is never below the peak of the last `PEAK_WINDOW` seconds:
-under-forecasting costs SLO, over-forecasting costs a little GPU time.
+under-forecasting costs SLO, over-forecasting costs a little GPU time. Where that floor is the forecast, its
+method is ``peak``.
 """
 
 from __future__ import annotations
@@ -82,17 +83,20 @@ def forecast(history: Sequence[RateSample], now: float, horizon: float, season: 
     if span >= 2 * season:
         profile = _seasonal_change(history, end, now, horizon, season)
         if profile is not None:
-            return Forecast(_bounded(level + profile, peak), "seasonal", horizon, peak)
+            return _bounded(level + profile, peak, "seasonal", horizon)
     if len(recent) >= MIN_TREND_SAMPLES and span >= MIN_TREND_SPAN:
-        return Forecast(_bounded(level + trend * horizon, peak), "holt", horizon, peak)
+        return _bounded(level + trend * horizon, peak, "holt", horizon)
     return Forecast(peak, "peak", horizon, peak)
 
 
-def _bounded(projected: float, peak: float) -> float:
+def _bounded(projected: float, peak: float, method: Method, horizon: float) -> Forecast:
     """Between the recent peak and `MAX_GROWTH` times it; the peak where the sum overflowed (rates near the
-    largest float), which no status or metric could carry."""
-    bounded = max(peak, min(projected, MAX_GROWTH * peak))
-    return bounded if math.isfinite(bounded) else peak
+    largest float), which no status or metric could carry. A projection below the peak is the peak's
+    forecast, and says so: the decision that reads it must not credit a trend for the last minutes' figure."""
+    bounded = min(projected, MAX_GROWTH * peak)
+    if not math.isfinite(bounded) or bounded < peak:
+        return Forecast(peak, "peak", horizon, peak)
+    return Forecast(bounded, method, horizon, peak)
 
 
 def _at(sample: RateSample) -> float:

@@ -7,7 +7,7 @@ from tests.unit.scaling.helpers import observe, policy
 
 from inferscale.scaling import Decision, capacity, decide
 from inferscale.scaling.capacity import ALPHA, MAX_CHANGE, PRIOR_SPAN, Evidence, learn
-from inferscale.scaling.types import CapacityLow, LastTick, Reason, ScalerState
+from inferscale.scaling.types import CapacityLow, LastTick, RateSample, Reason, ScalerState
 
 AT, LOWER, UPPER = Evidence.AT_CAPACITY, Evidence.LOWER_BOUND, Evidence.UPPER_BOUND
 
@@ -190,3 +190,24 @@ def test_a_capacity_scale_up_waits_until_two_ticks_in_a_row_ask_for_it() -> None
     assert spike_over.state.last_tick.capacity_ask is None  # asked for no more than 4: nothing to confirm
     assert tick(spike_over.state, 30.0, 40.0).replicas == 4
     assert tick(ScalerState(), 10.0, 40.0).replicas == 5  # a new service has no reading to wait for
+
+
+def test_a_forecast_that_is_the_recent_peak_says_so() -> None:
+    rec, _ = capacity.recommend(50.0, 12.0, "learned", 180.0, 0.1, 4, forecast_rps=50.0, peak_window=120.0)
+    assert rec.message.startswith("forecast 50.00 req/s in 180s (the last 2m's peak) / 12.00 req/s per replica")
+    # the load above it is the load, not the peak
+    rec, _ = capacity.recommend(60.0, 12.0, "learned", 180.0, 0.1, 4, forecast_rps=50.0, peak_window=120.0)
+    assert "peak" not in rec.message
+    # and the decision tells a falling history's floor from a projection
+    pol = policy(capacity_prior_rps=10.0, predictive=True)
+    fall = [RateSample(60.0 * i, 100.0 - 2.0 * i) for i in range(30)]
+    d = decide(observe(8, kv=0.5, request_rate=40.0), pol, ScalerState(), fall[-1].at, fall)
+    assert d.forecast_method == "peak" and "(the last 2m's peak)" in d.message
+
+
+def test_the_printed_rates_give_the_count_they_are_printed_for() -> None:
+    # 46.18 / (2.2249 x 80%) is 25.94, 26; printed as 2.22 req/s per replica it would read 26.002, 27
+    rec, raw = capacity.recommend(46.18, 2.2249, "prior", 180.0, 0.1, 20, forecast_rps=46.18)
+    assert raw == 26 and "46.1800 req/s in 180s / 2.2249 req/s per replica (prior) at 80% = 25.94 → 26" in rec.message
+    rec, _ = capacity.recommend(50.0, 12.0, "prior", 180.0, 0.1, 4, forecast_rps=50.0)
+    assert "50.00 req/s in 180s / 12.00 req/s" in rec.message  # two decimals where they do

@@ -194,6 +194,12 @@ def test_a_scale_down_held_by_the_dead_band_says_what_the_demand_needs() -> None
     d = decide(observe(10, kv=0.3, at=NOW, newest_sample_at=NOW, request_rate=36.0), pol, st, NOW)
     assert d.replicas == 10 and d.reason is Reason.CONSOLIDATION_REFUSED
     assert "needs 9, within 10% of 10 → 10" in d.message  # it said "needs 10"
+    # the low spans the 10 s of its bucket, not the 5-minute window it was said to
+    assert "at the lowest capacity of the last 10s (5.00 req/s per replica)" in d.message
+    # a low that remembers the bucket before its own covers that bucket too (half the window, 2m30s)
+    before = replace(st, capacity_low=CapacityLow(NOW - 10, 7.0, 3.0))
+    d = decide(observe(10, kv=0.3, at=NOW, newest_sample_at=NOW, request_rate=36.0), pol, before, NOW)
+    assert "at the lowest capacity of the last 2m40s (3.00 req/s per replica) needs 15, more than the 10" in d.message
 
 
 def _warming_fleet(restart_at: float | None = None, state: ScalerState | None = None) -> list[tuple[float, int, str]]:

@@ -75,7 +75,7 @@ def daily(t: float) -> float:
 
 def test_seasonal_profile_anticipates_the_daily_ramp() -> None:
     history = [RateSample(t, daily(t)) for t in range(0, int(3 * DAY), 60)]
-    now = 3 * DAY - 60.0 - DAY / 4 - 3600.0  # rising flank, an hour before the daily peak
+    now = 2 * DAY + DAY / 4 - 3600.0  # rising flank, an hour before the daily peak
     f = forecast(history, now=now, horizon=1800.0)
     assert f.method == "seasonal"
     assert f.rps == pytest.approx(daily(now + 1800.0), abs=0.5)
@@ -144,3 +144,13 @@ def test_a_trend_that_ended_before_a_gap_is_not_carried_across_it(gap: float) ->
     assert f.method == "holt" and f.rps == pytest.approx(100.0)  # 127 and 150 when the slope crossed the gap
     missed = [s for i, s in enumerate(ramp) if i % 3]  # a missed sample here and there is no gap: the trend holds
     assert forecast(missed, now=missed[-1].at, horizon=180.0).rps > 100.0
+
+
+def test_a_projection_under_the_recent_peak_is_told_as_the_peak() -> None:
+    # a fall: Holt projects it on, the floor of the last 2 minutes' peak wins, and the method says which did
+    fall = series([100.0 - 2.0 * i for i in range(30)])
+    f = forecast(fall, now=fall[-1].at, horizon=600.0)
+    assert (f.rps, f.method) == (f.recent_peak, "peak")
+    rise = series([100.0 + 2.0 * i for i in range(30)])
+    f = forecast(rise, now=rise[-1].at, horizon=600.0)
+    assert f.method == "holt" and f.rps is not None and f.recent_peak is not None and f.rps > f.recent_peak
