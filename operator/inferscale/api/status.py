@@ -108,7 +108,7 @@ class TimeToReady(BaseModel):
         description="Slowest start-up among the target's current pods (the lead, duration): creation to first "
         "Ready for a pod the operator watched start; for one that became Ready unwatched (the operator down, "
         "the target just adopted), its Ready time if within twice the median (a later one is a readiness "
-        "flap's). Time over 2 minutes waiting for a node is a capacity problem and not counted; pods "
+        "flap's). Time over 15 minutes waiting for a node is a capacity problem and not counted; pods "
         "restarted before they were measured, and starts over an hour, are left out.",
     )
     samples: int | None = Field(default=None, description="Pods measured.")

@@ -543,8 +543,8 @@ def simulate(
         Path | None,
         typer.Option(
             "--decisions",
-            help="Write inferscale's decisions here as JSON Lines: every scale, and every tick whose reason "
-            "changed, with the message the operator would give.",
+            help="Write inferscale's decisions here as JSON Lines: every scale, every tick whose reason "
+            "changed, and one a minute while the SLO is missed, with the message the operator would give.",
         ),
     ] = None,
     workers: WorkersOpt = 0,
