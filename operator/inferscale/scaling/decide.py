@@ -109,6 +109,19 @@ def _horizon(policy: Policy, state: ScalerState) -> float:
     return _time_to_ready(policy, state) if policy.predictive else 0.0
 
 
+def _due(ordered: float | None, now: float, ttr: float) -> list[str]:
+    """When the replicas a hold waits for are due: what an SRE watching a breach asks next. Past the
+    time-to-ready, the wait is no longer a cold start (no GPU node, an image pull, a crash loop)."""
+    if ordered is None or ordered > now:
+        return []
+    age, left = format_duration(now - ordered), ordered + ttr - now
+    if left > 0:
+        return [
+            f"the oldest ordered {age} ago, due in about {format_duration(left)} (time-to-ready {format_duration(ttr)})"
+        ]
+    return [f"the oldest ordered {age} ago, {format_duration(-left)} past the time-to-ready of {format_duration(ttr)}"]
+
+
 def _time_to_ready(policy: Policy, state: ScalerState) -> float:
     measured = state.time_to_ready
     if measured is not None and math.isfinite(measured) and measured >= 0:
@@ -444,6 +457,7 @@ def _decide(
             notes.append(
                 f"{pending} pending {'replica already covers' if pending == 1 else 'replicas already cover'} it"
             )
+        notes.extend(_due(guards.ordered_at(state.scale_events, pending), now, _time_to_ready(policy, state)))
     else:
         reason = winner.signal
     # every other signal pressing for more than the Ready replicas, the SLO's first: the winner's sentence alone

@@ -63,6 +63,22 @@ def scale_down_limit(rule: ScaleRule, events: Sequence[ScaleEvent], current: int
     return min(max(min(limits), 0), current)
 
 
+def ordered_at(events: Sequence[ScaleEvent], pending: int) -> float | None:
+    """When the oldest of `pending` replicas not Ready yet was ordered, as the scale events tell it: the newest
+    scale-ups that add up to them, the oldest Ready first (a ReplicaSet cancels the youngest on a scale-down, and
+    with one time-to-ready the earliest ordered start first). None when the events kept do not account for them
+    (pods restarting, a rollout's surge, events older than those kept)."""
+    need = pending
+    for e in reversed(events):
+        if need <= 0:
+            break
+        if e.to_replicas > e.from_replicas:
+            need -= e.to_replicas - e.from_replicas
+            if need <= 0:
+                return e.at
+    return None
+
+
 def describe_rule(rule: ScaleRule) -> str:
     parts = []
     if rule.max_change_percent is not None:

@@ -187,7 +187,7 @@ def behind_pending(rec: Recommendation, current: int, pending: int, need: int | 
     n = max(current, need)
     outcome = f"hold {current}" if n == current else f"{n}"
     message = f"{seen(rec)}; with {pending} pending, {need} drain the backlog within a time-to-ready → {outcome}"
-    return replace(rec, replicas=n, message=message)
+    return replace(rec, replicas=n, message=message, held=Reason.SCALE_UP_PENDING)
 
 
 def seen(rec: Recommendation) -> str:

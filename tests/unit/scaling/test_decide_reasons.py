@@ -18,11 +18,12 @@ from inferscale.scaling import (
     ScaleRule,
     TimedReplicas,
     decide,
+    guards,
     state_from_status,
     state_to_status,
 )
 from inferscale.scaling.capacity import remember_low, window_low
-from inferscale.scaling.types import CapacityLow, LastTick
+from inferscale.scaling.types import CapacityLow, LastTick, ScaleEvent
 
 NOW = 1000.0
 NO_SLO = {"slo_ttft_p95": None, "slo_itl_mean": None}
@@ -300,3 +301,37 @@ def test_a_breach_behind_pending_replicas_is_told_slo_first_with_every_signal_pr
     assert [t.split(" ")[:2] for t in told] == [["ITL", "mean"], ["14520", "waiting"], ["KV", "cache"]]
     assert all(t.endswith("(asks 41)") for t in told)
     assert d.message.count("cover") == 1  # the pending replicas, said once
+    assert "ordered" not in d.message  # no scale event accounts for them: when they are due is not known
+
+
+@pytest.mark.parametrize(
+    ("now", "told"),
+    [
+        (
+            700.0,
+            "21 pending replicas already cover it; the oldest ordered 2m ago, due in about 2m30s (time-to-ready 4m30s)",
+        ),
+        (
+            900.0,
+            "21 pending replicas already cover it; the oldest ordered 5m20s ago, 50s past the time-to-ready of 4m30s",
+        ),
+    ],
+)
+def test_a_hold_on_pending_replicas_says_when_they_are_due(now: float, told: str) -> None:
+    # ordered 20 -> 30 at 580 s, 30 -> 41 at 620 s (and, before, a scale-down that ordered nothing)
+    events = (ScaleEvent(300.0, 22, 20, "x"), ScaleEvent(580.0, 20, 30, "x"), ScaleEvent(620.0, 30, 41, "x"))
+    obs = observe(
+        41, kv=0.99, waiting=14_520.0, ready_replicas=20, pods_reporting=20, pending_replicas=21,
+        ttft_p95=13.4, itl_mean=0.059, running=20 * 256.0, at=now, newest_sample_at=now,
+    )  # fmt: skip
+    pol = policy(slo_ttft_p95=0.5, slo_itl_mean=0.05, max_replicas=100, time_to_ready_prior=270.0)
+    d = decide(obs, pol, ScalerState(scale_events=events), now)
+    assert d.reason is Reason.SCALE_UP_PENDING and told in d.message, d.message
+
+
+def test_the_oldest_pending_replica_is_the_oldest_of_the_newest_scale_ups_that_add_up_to_them() -> None:
+    events = [ScaleEvent(100.0, 2, 6, "x"), ScaleEvent(200.0, 6, 4, "x"), ScaleEvent(300.0, 4, 7, "x")]
+    assert guards.ordered_at(events, 3) == 300.0
+    assert guards.ordered_at(events, 4) == 100.0  # the fourth is of the first order
+    assert guards.ordered_at(events, 8) is None  # more than the events order: a rollout's, a restart's
+    assert guards.ordered_at([], 1) is None

@@ -327,6 +327,8 @@ def test_a_backlog_that_the_replicas_on_the_way_drain_orders_no_more() -> None:
     d = decide(obs, pol, ScalerState(), 0.0)
     assert d.replicas == 41, d.message  # doubling the ready less the pending asked for 43
     assert "30 drain the backlog within a time-to-ready → hold 41" in rec(d, Reason.QUEUE).message  # type: ignore[attr-defined]
+    # the winner said what the pending replicas do: the decision does not say it again
+    assert d.reason is Reason.SCALE_UP_PENDING and "already cover" not in d.message, d.message
 
 
 def test_backlog_need_keeps_up_with_arrivals_and_drains_the_queue_within_the_horizon() -> None:
