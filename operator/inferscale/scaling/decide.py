@@ -405,7 +405,7 @@ def _decide(
         unknown = False
         desired = current
         note(
-            Reason.STABILIZING,
+            Reason.NEWLY_WATCHED,
             f"no scale-down in the first {format_duration(capacity.RATE_WINDOW)} of watching this service "
             f"({format_duration(watched)} so far): its one-minute rates may not cover its traffic yet",
             desired,

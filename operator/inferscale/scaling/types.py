@@ -33,6 +33,9 @@ class Reason(enum.StrEnum):
     CURRENT = "Current"
     WITHIN_TOLERANCE = "WithinTolerance"
     STABILIZING = "ScaleDownStabilizing"
+    # no scale-down in the first minute of watching a service (its one-minute rates may not cover its traffic):
+    # a reason of its own, so that the log tells its end from the scale-down window that may follow
+    NEWLY_WATCHED = "NewlyWatched"
     UP_STABILIZING = "ScaleUpStabilizing"
     RATE_LIMITED = "RateLimited"
     MIN_REPLICAS = "MinReplicas"

@@ -225,6 +225,11 @@ def test_a_new_service_does_not_scale_down_while_its_first_minute_of_traffic_fil
     held = [m for t, _, m in ticks if 0 < t < 30]
     assert all("→ 2; no scale-down in the first 1m of watching this service" in m for m in held), held
     assert "(20s so far)" in dict((t, m) for t, _, m in ticks)[20.0]
+    # a reason of its own: the log tells the end of the first minute from a scale-down window that follows it
+    pol = policy(scale_down=ScaleRule(60.0, None, None, 30.0, Release.LINEAR), predictive=False)
+    st = decide(observe(5, kv=0.24, at=0.0, newest_sample_at=0.0), pol, ScalerState(), 0.0).state
+    second = decide(observe(5, kv=0.24, at=5.0, newest_sample_at=5.0), pol, st, 5.0)
+    assert second.reason is Reason.NEWLY_WATCHED and "first 1m of watching" in second.message, second
     # the same first minute through an operator restart at t=30: the watch began at t=0, not at the restart
     assert [n for _, n, _ in _warming_fleet(restart_at=30.0)] == [5] * len(ticks)
 
