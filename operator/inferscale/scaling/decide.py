@@ -466,7 +466,7 @@ def _decide(
         (r for r in recs if r is not winner and r.replicas >= current and r.replicas > obs.ready_replicas),
         key=lambda r: -_TOLD_FIRST.get(r.signal, 0),
     )
-    also = [f"also {signals.seen(r)} (asks {r.replicas})" for r in pressing]
+    also = [f"also {signals.seen(r)} ({signals.asks(r)})" for r in pressing]
     message = "; ".join([winner.message, *notes, *also, *remarks])
 
     slo_met = _slo_met(obs, policy)

@@ -22,6 +22,7 @@ from inferscale.scaling.types import Reason, Recommendation
 # more being added on top (in a bursty Azure replay, an unbounded queue signal went 5 -> 12 -> 18
 # while 7 replicas were still starting).
 MAX_STEP = 2.0
+CAPPED = f"at most {MAX_STEP:g}x the ready replicas per tick"
 # "Loaded": the mean KV cache at least this fraction of its target, or a backlog. Only a loaded
 # fleet teaches capacity, and only on a loaded fleet does a latency breach ask for replicas: on an
 # idle one it is the prefill of long prompts or the network, which more replicas would not lower
@@ -117,7 +118,7 @@ def _outcome(r: Ratio, tolerance: float, current: int, ready: int) -> str:
         who = "replica not Ready yet covers" if waiting == 1 else "replicas not Ready yet cover"
         return f" → hold {current}: the {waiting} {who} it"
     if r.capped:
-        return f" → {r.replicas} (at most {MAX_STEP:g}x the ready replicas per tick)"
+        return f" → {r.replicas} ({CAPPED})"
     return f" → {r.replicas}"
 
 
@@ -193,6 +194,12 @@ def behind_pending(rec: Recommendation, current: int, pending: int, need: int | 
 def seen(rec: Recommendation) -> str:
     """What a recommendation's signal saw, without the count it asks for."""
     return rec.message.split(" → ")[0]
+
+
+def asks(rec: Recommendation) -> str:
+    """The count a recommendation asks for, with the cap that set it where one did: a queue's "asks 40" alone
+    reads as the queue's own figure where it is twice the Ready replicas."""
+    return f"asks {rec.replicas}, {CAPPED}" if f"({CAPPED})" in rec.message else f"asks {rec.replicas}"
 
 
 def backlog_need(

@@ -340,3 +340,11 @@ def test_the_oldest_pending_replica_is_the_oldest_of_the_newest_scale_ups_that_a
     assert guards.ordered_at(events, 4) == 100.0  # the fourth is of the first order
     assert guards.ordered_at(events, 8) is None  # more than the events order: a rollout's, a restart's
     assert guards.ordered_at([], 1) is None
+
+
+def test_a_signal_told_beside_the_winner_keeps_the_cap_that_set_its_count() -> None:
+    # 10 Ready, 5,000 waiting and TTFT at 40x its SLO: both ask for twice the Ready replicas, the most a tick may
+    obs = observe(10, kv=0.99, waiting=5_000.0, ttft_p95=20.0, itl_mean=0.02, request_rate=100.0)
+    d = decide(obs, policy(slo_ttft_p95=0.5, slo_itl_mean=0.05, max_replicas=100), ScalerState(), 0.0)
+    assert d.replicas == 20 and d.reason is Reason.SLO_TTFT, d.message
+    assert "on 10 ready replicas (asks 20, at most 2x the ready replicas per tick)" in d.message, d.message
