@@ -160,8 +160,13 @@ def _signals(
         obs.waiting, obs.request_rate, policy.slo_ttft_p95, policy.target_waiting_per_replica, ready
     )
     is_loaded = signals.loaded(obs.kv_cache_utilization, policy.target_kv_cache, backlog)
-    # a backlog drained within one time-to-ready: replicas ordered now arrive only after that
-    need = signals.backlog_need(obs.waiting, obs.request_rate, ready, fc.rps, _time_to_ready(policy, state))
+    arriving = _arriving(obs, policy, state, now)
+    # a backlog drained within one time-to-ready: replicas ordered now arrive only after that. Its arrivals are the
+    # higher of the forecast and the queue's growth on the completions, the figure the capacity signal sizes with
+    # behind a backlog: with the forecast alone, "23 drain the backlog" sat beside a capacity need of 28
+    need = signals.backlog_need(
+        obs.waiting, obs.request_rate, ready, _max_known(fc.rps, arriving), _time_to_ready(policy, state)
+    )
     if k >= 1:
         if obs.kv_cache_utilization is not None:
             usage = signals.Usage(obs.kv_cache_utilization * k, k, ready)
@@ -191,7 +196,7 @@ def _signals(
             elif latency is not None:
                 remarks.append(latency)
     per_replica, _ = capacity.estimate(state, policy.capacity_prior_rps)
-    demand = _max_known(fc.rps, _inflow(obs, policy, state, now, backlog))
+    demand = _max_known(fc.rps, _inflow(obs, policy, state, arriving, backlog))
     if demand is not None and per_replica is not None and per_replica > 0 and math.isfinite(per_replica):
         rec, raw = capacity.recommend(
             demand,
@@ -240,19 +245,25 @@ def _low_bucket(policy: Policy) -> float:
     return policy.scale_down.stabilization_window / capacity.LOW_BUCKETS
 
 
-def _inflow(obs: Observation, policy: Policy, state: ScalerState, now: float, backlog: bool) -> float | None:
+def _arriving(obs: Observation, policy: Policy, state: ScalerState, now: float) -> float | None:
+    """Requests/s arriving: the completions plus the queue's growth since the last tick."""
+    last = state.last_tick
+    previous = (last.at, last.waiting) if last is not None and last.waiting is not None else None
+    return signals.arrival_rate(obs.request_rate, obs.waiting, previous, now, policy.stale_after)
+
+
+def _inflow(
+    obs: Observation, policy: Policy, state: ScalerState, arriving: float | None, backlog: bool
+) -> float | None:
     """The request rate the capacity signal must carry now. Behind a queue that costs TTFT it is the
     arrival rate (completions plus the queue's growth since the last tick) plus what drains the queue
     within one time-to-ready: completions alone understate an overload by what piles up, and the
     replicas ordered now must also clear what is waiting."""
     if not backlog or obs.waiting is None:
         return obs.request_rate
-    last = state.last_tick
-    previous = (last.at, last.waiting) if last is not None and last.waiting is not None else None
-    arrival = signals.arrival_rate(obs.request_rate, obs.waiting, previous, now, policy.stale_after)
-    if arrival is None:
+    if arriving is None:
         return None
-    return arrival + obs.waiting / max(_time_to_ready(policy, state), policy.interval)
+    return arriving + obs.waiting / max(_time_to_ready(policy, state), policy.interval)
 
 
 def _max_known(*values: float | None) -> float | None:

@@ -387,3 +387,14 @@ def test_a_ratio_over_a_vanishing_target_asks_for_the_most_replicas_not_an_overf
     assert ratio.replicas == signals.MAX_COUNT
     d = decide(observe(2, kv=0.5), policy(target_kv_cache=1e-310, max_replicas=8), ScalerState(), 0.0)
     assert d.replicas > 2 and d.reason is Reason.RATE_LIMITED  # as far up as the scale-up limit lets it
+
+
+def test_the_backlog_need_behind_pending_replicas_counts_the_queue_s_growth_as_arrivals() -> None:
+    # 10 Ready finish 200 req/s while the queue grew from 1,000 to 2,000 in 10 s: 300 arrive. Without a forecast
+    # the need read the completions alone: (200 + 2,000 / 270 s) / 20 per replica = 11, where 16 keep up
+    pol = policy(**{**FREE, "time_to_ready_prior": 270.0})
+    obs = observe(12, kv=0.99, waiting=2_000.0, ready_replicas=10, pods_reporting=10, pending_replicas=2,
+                  request_rate=200.0, at=10.0, newest_sample_at=10.0)  # fmt: skip
+    st = ScalerState(last_tick=LastTick(0.0, 10, -600.0, 1_000.0, watched_since=-600.0))
+    d = decide(obs, pol, st, 10.0)
+    assert "with 2 pending, 16 drain the backlog within a time-to-ready → 16" in rec(d, Reason.QUEUE).message  # type: ignore[attr-defined]
