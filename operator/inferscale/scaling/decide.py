@@ -429,7 +429,8 @@ def _decide(
     points = as_points(history, now)
     n = stabilize(desired, current, points, now, up.stabilization_window, down.stabilization_window, down.release)
     if n > desired:
-        note(Reason.STABILIZING, f"scale-down stabilizing: {_holder(desired, n, points, now, policy)}", n)
+        holder = _holder(desired, n, points, now, policy, unasked=not state.recommendations)
+        note(Reason.STABILIZING, f"scale-down stabilizing: {holder}", n)
     elif n < desired:
         window = up.stabilization_window
         lowest = min([desired, *(p.replicas for p in points if p.at > now - window)])
@@ -535,9 +536,12 @@ def _watched_for(state: ScalerState, now: float) -> float:
     return now - last.watched_since
 
 
-def _holder(desired: int, n: int, points: Sequence[TimedReplicas], now: float, policy: Policy) -> str:
+def _holder(
+    desired: int, n: int, points: Sequence[TimedReplicas], now: float, policy: Policy, unasked: bool = False
+) -> str:
     """Which recommendation holds the scale-down at `n`, and how many it holds (more than `n` where `n` is the
-    current count: the window never scales up)."""
+    current count: the window never scales up). `unasked`: nothing is recommended yet, and the window holds the
+    count the scaler found, which no signal asked for."""
     down, window = policy.scale_down, _window_text(policy)
     found = holding(desired, points, now, down.stabilization_window, down.release)
     if found is None:
@@ -546,7 +550,12 @@ def _holder(desired: int, n: int, points: Sequence[TimedReplicas], now: float, p
     if down.release is Release.HOLD:
         return f"highest recommendation in the last {window} is {holds}"
     ago = format_duration(now - rec.at) if now > rec.at else "0s"
-    return f"{rec.replicas} recommended {ago} ago, released linearly over {window}, still holds {holds}"
+    held = (
+        f"the {rec.replicas} replicas found, nothing recommended before"
+        if unasked
+        else f"{rec.replicas} recommended {ago} ago"
+    )
+    return f"{held}, released linearly over {window}, still holds {holds}"
 
 
 def _low_capacity_floor(

@@ -86,6 +86,11 @@ def test_the_scale_down_window_names_the_count_it_holds_not_the_current_one() ->
     linear = policy(scale_down=ScaleRule(300.0, 100.0, None, 60.0, Release.LINEAR), **NO_SLO)
     d = decide(observe(6, kv=0.4, at=NOW, newest_sample_at=NOW), linear, state, NOW)
     assert d.replicas == 6 and "10 recommended 10s ago, released linearly over 5m, still holds 10 → 6" in d.message
+    # nothing recommended yet (a service watched long ago, its record lost): the window holds what it found,
+    # which no signal asked for ("6 recommended 0s ago" said one had)
+    watched = ScalerState(last_tick=LastTick(NOW - 10, 6, NOW - 600, 0.0, watched_since=NOW - 600))
+    d = decide(observe(6, kv=0.4, at=NOW, newest_sample_at=NOW), linear, watched, NOW)
+    assert "scale-down stabilizing: the 6 replicas found, nothing recommended before, released" in d.message, d
 
 
 def test_the_scale_up_window_names_its_lowest_recommendation() -> None:
