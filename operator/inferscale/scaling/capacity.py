@@ -52,7 +52,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Callable
 from dataclasses import replace
+from typing import Literal
 
 from inferscale.scaling import signals
 from inferscale.scaling.durations import format_duration
@@ -90,11 +92,10 @@ def origin(state: ScalerState, prior: float | None, at: tuple[float, float] | No
     capacity that falls by a third within minutes reads as the longer requests it is, not as a rule that changed
     its mind (the m-mid slice: 65 -> 44 req/s per replica when the mean prompt went from 661 to 992 tokens)."""
     lengths = f" at {at[0]:,.0f}-token prompts, {at[1]:,.0f}-token outputs" if at is not None else ""
-    if _usable(prior) is not None and state.capacity_factor is not None:
+    _, basis = _sized(state, prior)
+    if basis == "factor":
         return f"learned: {state.capacity_factor:.2f} × the prior{lengths}"
-    if state.capacity_rps is not None:
-        return "learned"
-    return f"prior{lengths}"
+    return "learned" if basis == "rate" else f"prior{lengths}"
 
 
 def recommend(
@@ -136,21 +137,23 @@ def recommend(
 def _digits(demand_rps: float, capacity_rps: float, utilization: float, replicas: int) -> int:
     """The decimals the rates are printed with: 2, or as many as it takes for the printed rates to give the count
     (Mooncake: 46.18 / (2.22 x 80%) is 26.002, 27 replicas, where the rates themselves give 25.96, 26)."""
-    for k in (2, 4, 6):
+
+    def gives(k: int) -> bool:
         printed = round(capacity_rps, k) * utilization
-        if printed > 0 and ceil_count(round(demand_rps, k) / printed) == replicas:
-            return k
-    return 6
+        return printed > 0 and ceil_count(round(demand_rps, k) / printed) == replicas
+
+    return _fewest_digits(gives)
 
 
 def quotient(needed: float, replicas: int) -> str:
     """`needed` as the message prints it: the rounded figures before it cannot tell 26.0 (26 replicas) from
     26.01 (27), so the quotient is printed, with the digits that show which side of a whole count it is on."""
-    for digits in (2, 4, 6):
-        text = f"{needed:,.{digits}f}"
-        if ceil_count(float(text.replace(",", ""))) == replicas:
-            return text
-    return f"{needed:,.6f}"
+    return f"{needed:,.{_fewest_digits(lambda k: ceil_count(round(needed, k)) == replicas)}f}"
+
+
+def _fewest_digits(gives: Callable[[int], bool]) -> int:
+    """The fewest decimals of 2, 4 and 6 at which the printed figures `gives` the count; 6 where none does."""
+    return next((k for k in (2, 4) if gives(k)), 6)
 
 
 def confirm(rec: Recommendation, current: int, before: int | None) -> Recommendation:
@@ -232,12 +235,18 @@ def _usable(prior: float | None) -> float | None:
 
 def estimate(state: ScalerState, prior: float | None) -> tuple[float | None, bool]:
     """The per-replica capacity to size with, and whether it is learned (see the module docstring)."""
-    prior = _usable(prior)
-    if prior is not None and state.capacity_factor is not None:
-        return prior * state.capacity_factor, True
+    rps, basis = _sized(state, prior)
+    return rps, basis != "prior"
+
+
+def _sized(state: ScalerState, prior: float | None) -> tuple[float | None, Literal["factor", "rate", "prior"]]:
+    """`estimate`'s capacity and what it is: the learned factor on a usable prior, the learned rate, the prior."""
+    usable = _usable(prior)
+    if usable is not None and state.capacity_factor is not None:
+        return usable * state.capacity_factor, "factor"
     if state.capacity_rps is not None:
-        return state.capacity_rps, True
-    return prior, False
+        return state.capacity_rps, "rate"
+    return usable, "prior"
 
 
 def learned_state(state: ScalerState, prior: float | None, rate: float) -> tuple[float, float | None]:

@@ -70,12 +70,9 @@ def ordered_at(events: Sequence[ScaleEvent], pending: int) -> float | None:
     (pods restarting, a rollout's surge, events older than those kept)."""
     need = pending
     for e in reversed(events):
-        if need <= 0:
-            break
-        if e.to_replicas > e.from_replicas:
-            need -= e.to_replicas - e.from_replicas
-            if need <= 0:
-                return e.at
+        need -= max(0, e.to_replicas - e.from_replicas)
+        if need <= 0 < pending:
+            return e.at
     return None
 
 

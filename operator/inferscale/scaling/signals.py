@@ -103,6 +103,11 @@ def _held(r: Ratio) -> Reason | None:
     return Reason.SCALE_UP_PENDING if r.covered else None
 
 
+def _capped(r: Ratio) -> bool:
+    """The cap set the count it asks for: not where a dead-band, a flip or the replicas starting held it."""
+    return r.capped and not (r.flipped or r.held or r.covered)
+
+
 def _coverage(usage: Usage) -> str:
     return "" if usage.reporting >= usage.ready else f" ({usage.reporting} of {usage.ready} reporting)"
 
@@ -117,7 +122,7 @@ def _outcome(r: Ratio, tolerance: float, current: int, ready: int) -> str:
         waiting = current - ready
         who = "replica not Ready yet covers" if waiting == 1 else "replicas not Ready yet cover"
         return f" → hold {current}: the {waiting} {who} it"
-    if r.capped:
+    if _capped(r):
         return f" → {r.replicas} ({CAPPED})"
     return f" → {r.replicas}"
 
@@ -140,7 +145,7 @@ def kv_cache(mean: float, usage: Usage, target: float, tolerance: float, current
         f"KV cache {shown} {cmp} {goal} target on {usage.ready} ready replicas{_coverage(usage)}"
         f"{_outcome(r, tolerance, current, usage.ready)}"
     )
-    return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message, _held(r)), r
+    return Recommendation(Reason.KV_CACHE, r.replicas, mean, target, message, _held(r), _capped(r)), r
 
 
 def queue(
@@ -172,7 +177,7 @@ def queue(
             message = f"{head} → {r.replicas} (drains in {drain:.2f}s, {delay:.2f}x the TTFT SLO)"
             return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message), r
     message = f"{head}{_outcome(r, tolerance, current, usage.ready)}"
-    return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message, _held(r)), r
+    return Recommendation(Reason.QUEUE, r.replicas, waiting, target, message, _held(r), _capped(r)), r
 
 
 def behind_pending(rec: Recommendation, current: int, pending: int, need: int | None) -> Recommendation:
@@ -188,7 +193,7 @@ def behind_pending(rec: Recommendation, current: int, pending: int, need: int | 
     n = max(current, need)
     outcome = f"hold {current}" if n == current else f"{n}"
     message = f"{seen(rec)}; with {pending} pending, {need} drain the backlog within a time-to-ready → {outcome}"
-    return replace(rec, replicas=n, message=message, held=Reason.SCALE_UP_PENDING)
+    return replace(rec, replicas=n, message=message, held=Reason.SCALE_UP_PENDING, capped=False)
 
 
 def seen(rec: Recommendation) -> str:
@@ -199,7 +204,7 @@ def seen(rec: Recommendation) -> str:
 def asks(rec: Recommendation) -> str:
     """The count a recommendation asks for, with the cap that set it where one did: a queue's "asks 40" alone
     reads as the queue's own figure where it is twice the Ready replicas."""
-    return f"asks {rec.replicas}, {CAPPED}" if f"({CAPPED})" in rec.message else f"asks {rec.replicas}"
+    return f"asks {rec.replicas}, {CAPPED}" if rec.capped else f"asks {rec.replicas}"
 
 
 def backlog_need(

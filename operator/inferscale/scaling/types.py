@@ -225,6 +225,8 @@ class Recommendation:
     # what holds it below its own ask, besides a dead-band: replicas not Ready yet (SCALE_UP_PENDING), a capacity
     # scale-up waiting for its second reading (UP_STABILIZING)
     held: Reason | None = None
+    # its count was cut to `signals.MAX_STEP` times the Ready replicas, which the decision says beside it
+    capped: bool = False
 
 
 @dataclass(frozen=True)

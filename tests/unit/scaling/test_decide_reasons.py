@@ -345,6 +345,7 @@ def test_the_oldest_pending_replica_is_the_oldest_of_the_newest_scale_ups_that_a
     assert guards.ordered_at(events, 4) == 100.0  # the fourth is of the first order
     assert guards.ordered_at(events, 8) is None  # more than the events order: a rollout's, a restart's
     assert guards.ordered_at([], 1) is None
+    assert guards.ordered_at(events, 0) is None  # nothing pending is ordered at no time
 
 
 def test_a_signal_told_beside_the_winner_keeps_the_cap_that_set_its_count() -> None:
