@@ -69,7 +69,7 @@ from inferscale.handlers.status import (
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
-from inferscale.scaling.telling import worth_telling
+from inferscale.scaling.telling import Told, worth_telling
 from inferscale.scaling.types import Decision, MetricsState, Observation, ScalerState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -597,14 +597,13 @@ def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
 
-def _log_decision(rt: Runtime, uid: str, who: str, last: Any, decision: Decision, acted: bool, now: float) -> None:
+def _log_decision(rt: Runtime, uid: str, who: str, decision: Decision, acted: bool, now: float) -> None:
     """One log line per scale and per change of what the operator decides, and one a minute while the SLO is
-    missed, not one per tick: `kubectl logs` then reads as the service's decision history, and a steady service
+    missed, not one per tick: `kubectl logs` then reads as the service's scaling history, and a steady service
     stays quiet (`scaling.telling`)."""
-    before = (last.get("reason"), last.get("replicas")) if isinstance(last, Mapping) else None
-    if not acted and not worth_telling(decision, before, rt.last_told.get(uid), now):
+    if not acted and not worth_telling(decision, rt.last_told.get(uid), now):
         return
-    rt.last_told[uid] = now
+    rt.last_told[uid] = Told.of(decision, now)
     if decision.replicas == decision.current:
         what = f"holds {decision.current}"
     else:
@@ -723,7 +722,7 @@ async def _write(
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
     made = ("scaler", "lastScaleTime", "history") if acted else ("scaler",) if retract else ()
     await _patch_status(rt, body, new_status, now, force=retract, keep=made)
-    _log_decision(rt, meta.get("uid") or f"{ns}/{name}", f"{ns}/{name}", status.get("decision"), decision, acted, now)
+    _log_decision(rt, meta.get("uid") or f"{ns}/{name}", f"{ns}/{name}", decision, acted, now)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

@@ -13,6 +13,7 @@ from inferscale.adapters.pod_metrics import PodReads
 from inferscale.adapters.workload import rfc3339
 from inferscale.api.models import API_VERSION, KIND
 from inferscale.handlers import metrics
+from inferscale.scaling.telling import Told
 
 if TYPE_CHECKING:
     from inferscale.handlers.collector import HistoryKey
@@ -42,7 +43,7 @@ class Runtime:
     logger: logging.Logger = field(default_factory=lambda: logging.getLogger("inferscale"))
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
-    last_told: dict[str, float] = field(default_factory=dict)  # service uid -> when its decision was last logged
+    last_told: dict[str, Told] = field(default_factory=dict)  # service uid -> the decision last logged
     # service uid -> the managed template hash whose update the API server refused, announced once
     refused_templates: dict[str, str] = field(default_factory=dict)
     refused_scales: dict[str, ScaleRefusal] = field(default_factory=dict)  # service uid -> its last refused scale

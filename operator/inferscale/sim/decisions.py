@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from inferscale.scaling.telling import worth_telling
+from inferscale.scaling.telling import Told, worth_telling
 from inferscale.scaling.types import Decision, Observation
 
 
@@ -80,7 +80,8 @@ class DecisionLog:
         if self._policy is None or (d := self._policy.last_decision) is None:
             return
         last = self.records[-1] if self.records else None
-        if not worth_telling(d, (last.reason, last.replicas) if last else None, last.at if last else None, now):
+        told = Told(last.reason, last.replicas, last.slo_met, last.at) if last else None
+        if not worth_telling(d, told, now):
             return
         self.records.append(
             DecisionRecord(

@@ -371,7 +371,14 @@ async def test_an_operator_killed_between_the_scale_and_its_status_keeps_the_rat
     assert again.scales() == [4]
 
 
-async def test_the_log_has_a_line_per_scale_and_per_change_of_decision_not_per_tick(
+def blind_tick(ready: int, at: float) -> Tick:
+    """`ready` Ready pods, and Prometheus not answering."""
+    t = idle_tick(ready, at)
+    t.fleet[()] = FleetSnapshot(at, {}, frozenset(QUERIES), ("down",))
+    return t
+
+
+async def test_the_log_has_a_line_per_scale_and_per_hold_that_is_news_not_per_tick(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleUp": {"maxIncrease": 1, "period": "60s"}}}
@@ -379,16 +386,47 @@ async def test_the_log_has_a_line_per_scale_and_per_change_of_decision_not_per_t
     rt = runtime(kube)
     with caplog.at_level(logging.INFO, logger="inferscale"):
         ups = (saturated_tick(2, NOW), saturated_tick(3, NOW + 10), saturated_tick(3, NOW + 61))
-        for t in (*ups, idle_tick(4, NOW + 70), idle_tick(4, NOW + 80)):
+        blind = (blind_tick(4, NOW + 90), blind_tick(4, NOW + 100))
+        for t in (*ups, idle_tick(4, NOW + 70), idle_tick(4, NOW + 80), *blind, idle_tick(4, NOW + 110)):
             await reconcile(rt, t, svc(spec, status))
             status = merged(status, kube.statuses()[-1])
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ns/llm: ")]
     assert kube.scales() == [3, 4]
-    # silent: the tick at +10 s (held at 3 by the rate limit, as decided at +0) and the one at +80 (as at +70)
-    assert len(lines) == 3, lines
+    # silent: the tick at +10 s (held at 3 by the rate limit, as decided at +0), the one at +80 (as at +70), and
+    # the second tick without metrics
+    assert len(lines) == 5, lines
     assert lines[0].startswith("ns/llm: scaled 2 → 3 (RateLimited): ")
     assert lines[1].startswith("ns/llm: scaled 3 → 4 (")
-    assert lines[2].startswith("ns/llm: holds 4 (ScaleDownStabilizing): ")
+    assert lines[2].startswith("ns/llm: holds 4 (ScaleDownStabilizing): ")  # the limit no longer holds it back
+    assert lines[3].startswith("ns/llm: holds 4 (MetricsMissing): ")
+    assert lines[4].startswith("ns/llm: holds 4 (ScaleDownStabilizing): ")  # the metrics are back
+
+
+async def test_a_routine_hold_after_a_scale_is_in_status_not_in_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}}
+    kube, status = FakeKube(), {}
+    rt = runtime(kube)
+    with caplog.at_level(logging.INFO, logger="inferscale"):
+        for t in (saturated_tick(2, NOW), idle_tick(4, NOW + 70), idle_tick(4, NOW + 80)):
+            await reconcile(rt, t, svc(spec, status))
+            status = merged(status, kube.statuses()[-1])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ns/llm: ")]
+    assert kube.scales() == [4]
+    assert status["decision"]["reason"] == "ScaleDownStabilizing"
+    assert len(lines) == 1 and lines[0].startswith("ns/llm: scaled 2 → 4 (QueueBacklog): "), lines
+
+
+async def test_a_restarted_operator_tells_where_it_stands_once(caplog: pytest.LogCaptureFixture) -> None:
+    kube, status = FakeKube(), {}
+    with caplog.at_level(logging.INFO, logger="inferscale"):
+        for rt, ticks in ((runtime(kube), (0, 70, 80)), (runtime(kube), (90, 100))):
+            for at in ticks:
+                await reconcile(rt, idle_tick(2, NOW + at), svc(GOOD, status))
+                status = merged(status, kube.statuses()[-1])
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("ns/llm: ")]
+    assert kube.scales() == []
+    # once on the first tick, and once on the restarted one's first: the same decision, in a new process
+    assert [line.split(":", 2)[1] for line in lines] == [" holds 2 (ScaleDownStabilizing)"] * 2, lines
 
 
 async def test_a_hold_while_the_slo_is_missed_is_logged_once_a_minute_not_once(

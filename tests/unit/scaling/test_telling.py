@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferscale.scaling.telling import HEARTBEAT, worth_telling
+from inferscale.scaling.telling import HEARTBEAT, Told, worth_telling
 from inferscale.scaling.types import Decision, Reason, ScalerState
 
 
@@ -12,25 +12,58 @@ def decision(replicas: int, current: int, reason: Reason, slo_met: bool | None) 
     return Decision(replicas, current, reason, "m", (), (), True, slo_met, None, 240.0, ScalerState())
 
 
-HOLD = ("ScaleUpInProgress", 4)
+def told(reason: Reason, replicas: int = 4, slo_met: bool | None = True, at: float = 95.0) -> Told:
+    return Told(reason.value, replicas, slo_met, at)
+
+
+PENDING = Reason.SCALE_UP_PENDING
 
 
 @pytest.mark.parametrize(
-    ("d", "before", "told_at", "expected"),
+    ("d", "before", "expected"),
     [
-        (decision(5, 4, Reason.CAPACITY, True), ("CapacityForecast", 5), 95.0, True),  # a scale is always told
-        (decision(4, 4, Reason.SCALE_UP_PENDING, True), None, None, True),  # the first
-        (decision(4, 4, Reason.SCALE_UP_PENDING, True), ("ScaleDownStabilizing", 4), 95.0, True),  # a new reason
-        (decision(4, 4, Reason.SCALE_UP_PENDING, True), ("ScaleUpInProgress", 5), 95.0, True),  # a new count
-        (decision(4, 4, Reason.SCALE_UP_PENDING, True), HOLD, 0.0, False),  # a steady hold: once
-        (decision(4, 4, Reason.SCALE_UP_PENDING, None), HOLD, 0.0, False),  # latency unknown: not a miss
-        (decision(4, 4, Reason.SCALE_UP_PENDING, False), HOLD, 100.0 - HEARTBEAT + 1, False),
-        (decision(4, 4, Reason.SCALE_UP_PENDING, False), HOLD, 100.0 - HEARTBEAT, True),  # a minute on, missed
-        (decision(4, 4, Reason.SCALE_UP_PENDING, False), HOLD, 105.0, True),  # a clock stepped back
-        (decision(4, 4, Reason.SCALE_UP_PENDING, False), HOLD, None, True),  # a restarted operator
+        (decision(5, 4, Reason.CAPACITY, True), told(Reason.CAPACITY, 5), True),  # a scale is always told
+        (decision(4, 4, PENDING, True), None, True),  # the first, or the first of a new process
+        (decision(4, 4, PENDING, True), told(PENDING, 5), True),  # a count someone else set
+        (decision(4, 4, PENDING, True), told(PENDING), False),  # a steady hold: once
+        # a routine hold whose reason flips as the capacity swings: the status's, not the log's
+        (decision(4, 4, PENDING, True), told(Reason.STABILIZING), False),
+        (decision(4, 4, Reason.WITHIN_TOLERANCE, True), told(Reason.CONSOLIDATION_REFUSED), False),
+        (decision(4, 4, Reason.STABILIZING, True), told(Reason.CAPACITY), False),  # the window after a scale
+        # a reason that is not routine, as it begins and as it ends
+        (decision(4, 4, Reason.METRICS_MISSING, True), told(Reason.WITHIN_TOLERANCE), True),
+        (decision(4, 4, Reason.WITHIN_TOLERANCE, True), told(Reason.METRICS_MISSING), True),
+        (decision(4, 4, Reason.MAX_REPLICAS, True), told(Reason.KV_CACHE), True),
+        (decision(4, 4, Reason.STABILIZING, True), told(Reason.RATE_LIMITED), True),  # the limit lets go
+        (decision(4, 4, Reason.STABILIZING, True), told(Reason.NEWLY_WATCHED), True),  # the first minute ends
+        # a breach that begins or ends, whatever the reason
+        (decision(4, 4, PENDING, False), told(PENDING, at=99.0), True),
+        (decision(4, 4, PENDING, True), told(PENDING, slo_met=False, at=99.0), True),
+        (decision(4, 4, PENDING, None), told(PENDING, slo_met=False, at=99.0), True),  # unknown is not a miss
+        (decision(4, 4, PENDING, None), told(PENDING), False),
+        # while it lasts: once a minute
+        (decision(4, 4, PENDING, False), told(Reason.STABILIZING, slo_met=False, at=100.0 - HEARTBEAT + 1), False),
+        (decision(4, 4, PENDING, False), told(PENDING, slo_met=False, at=100.0 - HEARTBEAT), True),
+        (decision(4, 4, PENDING, False), told(PENDING, slo_met=False, at=105.0), True),  # a clock stepped back
     ],
 )
 def test_a_decision_is_told_on_news_and_once_a_minute_while_the_slo_is_missed(
-    d: Decision, before: tuple[str, int] | None, told_at: float | None, expected: bool
+    d: Decision, before: Told | None, expected: bool
 ) -> None:
-    assert worth_telling(d, before, told_at, 100.0) is expected
+    assert worth_telling(d, before, 100.0) is expected
+
+
+def test_every_reason_but_the_routine_holds_is_news() -> None:
+    routine = {r for r in Reason if not worth_telling(decision(4, 4, r, True), told(Reason.WITHIN_TOLERANCE), 100.0)}
+    assert routine == {
+        Reason.CURRENT,
+        Reason.WITHIN_TOLERANCE,
+        Reason.STABILIZING,
+        Reason.UP_STABILIZING,
+        Reason.SCALE_UP_PENDING,
+        Reason.CONSOLIDATION_REFUSED,
+        Reason.CAPACITY,
+        Reason.KV_CACHE,
+        Reason.QUEUE,
+        Reason.SCHEDULE,
+    }

@@ -14,6 +14,7 @@ import pytest
 from tests.unit.sim.policies.policy_fixtures import PROFILE, make_ctx, make_obs, steady_trace
 
 from inferscale.perf import replica_capacity_rps
+from inferscale.scaling.telling import ROUTINE
 from inferscale.scaling.types import Decision, Observation, RateSample, Reason, ScalerState
 from inferscale.sim.decisions import DecisionLog, DecisionRecord, write_jsonl
 from inferscale.sim.engine import EngineConfig
@@ -46,13 +47,21 @@ class Capturing(Inferscale):
 
 
 def kept_by_the_rule(every: list[tuple[float, Decision]]) -> list[tuple[float, int, int, str]]:
-    """The documented rule, applied to every decision: a scale, a reason or count unlike the last kept, or a
-    minute since the last kept while the SLO is missed."""
+    """The documented rule, applied to every decision: a scale; a count, a reason or an SLO state unlike the
+    last kept, except a routine hold after a routine hold; or a minute since the last kept while the SLO is
+    missed."""
     kept: list[tuple[float, int, int, str]] = []
+    missed: list[bool] = []
     for at, d in every:
-        again = d.slo_met is False and kept and at - kept[-1][0] >= 60.0
-        if not kept or d.changed or (d.reason.value, d.current) != (kept[-1][3], kept[-1][2]) or again:
+        if kept:
+            last_at, _, last_replicas, last_reason = kept[-1]
+            quiet = d.reason.value in ROUTINE and last_reason in ROUTINE
+            news = d.current != last_replicas or (d.slo_met is False) != missed[-1]
+            news = news or (d.reason.value != last_reason and not quiet)
+            again = d.slo_met is False and at - last_at >= 60.0
+        if not kept or d.changed or news or again:
             kept.append((at, d.current, d.replicas, d.reason.value))
+            missed.append(d.slo_met is False)
     return kept
 
 
@@ -90,7 +99,9 @@ def assert_chained(records: list[DecisionRecord], scale_actions: int) -> None:
     assert sum(r.changed for r in records) == scale_actions > 0
     # and no two records in a row say the same thing about the same count, but while the SLO is missed, a minute on
     assert all(
-        b.changed or (a.reason, a.replicas) != (b.reason, b.current) or (b.slo_met is False and b.at - a.at >= 60.0)
+        b.changed
+        or (a.reason, a.replicas, a.slo_met is False) != (b.reason, b.current, b.slo_met is False)
+        or (b.slo_met is False and b.at - a.at >= 60.0)
         for a, b in pairwise(records)
     )
     assert all(r.message and r.recommendations for r in records)
@@ -106,8 +117,13 @@ def test_a_request_level_replay_keeps_every_scale_and_every_change_of_reason() -
     assert ups and downs
     assert 300.0 <= ups[0].at < 900.0  # the load step, not before it
     assert downs[-1].at > 900.0
-    # the scale-down window is told, not silent: a hold names it before the count comes down
-    assert any(d.reason == "ScaleDownStabilizing" and 900.0 < d.at < downs[-1].at for d in r.decisions)
+    # once the SLO is met again, the holds between the steps down flip between routine reasons (the capacity, a
+    # window): the status's, not the log's, which keeps only the steps
+    settled = next(b.at for a, b in pairwise(r.decisions) if a.slo_met is False and b.slo_met)
+    assert len({d.reason for at, d in policy.every if at > settled and not d.changed}) >= 2
+    assert all(d.changed for d in r.decisions if d.at >= settled)
+    # a step down the window releases names it
+    assert any(d.reason == "ScaleDownStabilizing" and "released linearly" in d.message for d in downs)
     assert all(d.horizon == 60.0 for d in r.decisions)  # the lead is the time-to-ready
 
 
