@@ -122,6 +122,16 @@ def observe(
 ) -> tuple[Observation, str]:
     """Returns the Observation and a one-line explanation of its metrics state. Only series in the
     `engine`'s metric dialect count: a pod answering in the other one is named in the explanation."""
+    obs, why = _observe(snapshot, workload, model_name, stale_after, engine)
+    if snapshot.partial and obs.state not in (MetricsState.COMPLETE, MetricsState.PARTIAL):
+        # the pods' series may be on the stores that did not answer: the pods are not to blame alone
+        why += f"; answered in part: {'; '.join(snapshot.warnings[:2])}"
+    return obs, why
+
+
+def _observe(
+    snapshot: FleetSnapshot, workload: Workload, model_name: str | None, stale_after: float, engine: str
+) -> tuple[Observation, str]:
     base = Observation(
         at=snapshot.at,
         current_replicas=workload.current_replicas,

@@ -34,6 +34,7 @@ from inferscale.adapters.prometheus import (
     PodSeries,
     gauge_family,
     merged_gauge,
+    plausible,
 )
 from inferscale.scaling.durations import parse_duration
 from inferscale.scaling.types import CACHED_PROMPT_TOKENS, GENERATION_TOKENS, PROMETHEUS, PROMPT_TOKENS, REQUESTS
@@ -108,12 +109,13 @@ def relevant(text: str) -> str:
 
 
 def parse(text: str) -> list[Sample]:
-    """The exposition's finite samples of the names read. Raises ValueError on text that is not Prometheus's
-    format."""
+    """The exposition's samples of the names read that can be what they claim (`prometheus.plausible`).
+    Raises ValueError on text that is not Prometheus's format."""
     out: list[Sample] = []
     for family in text_string_to_metric_families(relevant(text)):
         for s in family.samples:
-            if isinstance(s.value, (int, float)) and math.isfinite(s.value):
+            value = s.value
+            if isinstance(value, (int, float)) and math.isfinite(value) and plausible(gauge_family(s.name), value):
                 out.append((s.name, tuple(sorted(s.labels.items())), float(s.value)))
     return out
 

@@ -13,6 +13,7 @@ import json
 import math
 import re
 import ssl
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -286,6 +287,15 @@ def _finite(text: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def plausible(family: str, value: float) -> bool:
+    """Whether one pod's figure can be what it claims. Every family read is a count, a rate, a time or a
+    fraction: a negative one, or a fraction over 1, is a broken exporter's, unknown for that pod as NaN is.
+    Added to the others' it would pass for load that is not there (a pod at -6 waiting cancels two at 6)."""
+    if value < 0:
+        return False
+    return value <= 1.0 if family.endswith("_perc") or family == "kv_peak" else True
+
+
 def gauge_family(name: str) -> str:
     """The family a gauge counts in, under vLLM's current name: SGLang's gauges and vLLM's old KV one folded in."""
     family = SGLANG_GAUGES.get(name, name)
@@ -297,9 +307,14 @@ def merged_gauge(family: str, prev: float, value: float) -> float:
     return max(prev, value) if family.endswith("_perc") else prev + value
 
 
-def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodKey, PodSeries]) -> None:
+def parse_vector(
+    name: str, result: Sequence[Mapping[str, Any]], into: dict[PodKey, PodSeries], now: float | None = None
+) -> None:
     """Folds one instant-vector answer into per-pod series; samples without namespace/pod labels
-    cannot be attributed to a service and are skipped."""
+    cannot be attributed to a service and are skipped. Given the operator's `now`, a sample time is
+    its age by Prometheus's own clock (the answer's evaluation time less the sample's) set back from
+    `now`: the two clocks may differ by minutes, which would read fresh gauges as stale (every scale
+    held) or old ones as fresh."""
     for sample in result:
         labels = sample.get("metric", {})
         ns, pod = labels.get("namespace"), labels.get("pod")
@@ -307,15 +322,20 @@ def parse_vector(name: str, result: Sequence[Mapping[str, Any]], into: dict[PodK
         if not ns or not pod or not isinstance(raw, (list, tuple)) or len(raw) != 2:
             continue
         value = _finite(raw[1])
-        if value is None:
+        family = gauge_family(labels.get(FAMILY) or labels.get("__name__", "")) if name == "gauges" else name
+        if value is None or not plausible(family, value):
             continue
+        if name == "sample_time" and now is not None:
+            evaluated = _finite(raw[0])
+            if evaluated is None:
+                continue
+            value = now - (evaluated - value)
         key = (ns, pod, labels.get("model_name", ""))
         series = into.get(key)
         if series is None:
             series = into[key] = PodSeries(*key)
         series.dialects.add(labels.get(_DIALECT, VLLM))
         if name == "gauges":
-            family = gauge_family(labels.get(FAMILY) or labels.get("__name__", ""))
             if family in series.values:
                 series.values[family] = merged_gauge(family, series.values[family], value)
             elif family:
@@ -392,10 +412,23 @@ class PartialAnswer(ValueError):
     """A range answer with a warning: kept out of the rate history, which would hold its gap for days."""
 
 
+def _read_by(response: Any, deadline: float) -> bytes:
+    """The answer's body, read by `deadline` (monotonic): requests bounds each read, so an answer that trickles
+    in (a slow proxy, a huge answer on a thin link) would otherwise hold the tick for as long as it lasts."""
+    chunks = []
+    # read1 returns what has arrived (a read of 64 KiB would wait for all of them, however slowly they come)
+    while chunk := response.raw.read1(1 << 16, decode_content=True):
+        chunks.append(chunk)
+        if time.monotonic() > deadline:
+            raise TimeoutError("the answer did not arrive whole within the timeout")
+    return b"".join(chunks)
+
+
 class _Client(PrometheusConnect):  # type: ignore[misc]  # the library has no type hints
     def answer(self, api: str, params: Mapping[str, str]) -> tuple[Any, tuple[str, ...]]:
         """`data.result` of /api/v1/`api` and the warnings the client's own calls drop: a Thanos querier
         answers from the stores that answered and names the others there, so the data may be a part."""
+        deadline = time.monotonic() + self._timeout
         response = self._session.request(
             method=self._method,
             url=f"{self.url}/api/v1/{api}",
@@ -405,20 +438,30 @@ class _Client(PrometheusConnect):  # type: ignore[misc]  # the library has no ty
             auth=self.auth,
             cert=self._session.cert,
             timeout=self._timeout,
+            stream=True,
         )
+        with response:
+            content = _read_by(response, deadline)
         if response.status_code != 200:  # the client's own wording, which `describe_failure` reads
-            raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({response.content!r})")
-        body = response.json()
+            raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({content!r})")
+        try:
+            body = json.loads(content)
+        except ValueError:  # a login page or a proxy's error, answered 200
+            raise ValueError(f"the answer is not JSON: {content[:120]!r}") from None
         if not isinstance(body, dict) or not isinstance(body.get("data"), dict):
             raise ValueError(f"the answer is not a Prometheus API response: {str(body)[:120]}")
+        if body.get("status") != "success":  # an error's `data` may still hold a part, or an empty result
+            raise PrometheusApiClientException(
+                f"Prometheus answered {body.get('status')!r}: {body.get('errorType', '')} {body.get('error', '')}"
+            )
         warnings = body.get("warnings")
         return body["data"].get("result"), tuple(str(w) for w in warnings) if isinstance(warnings, list) else ()
 
 
 class PrometheusReader:
     """Runs the fixed query set concurrently (the client is synchronous, so each query runs in a thread of its
-    own pool). A query fails when connecting, or any read of its answer, takes longer than `timeout` seconds
-    (requests bounds each read, not the whole answer); `close` ends the threads and the connections."""
+    own pool). A query fails when its whole answer takes longer than `timeout` seconds (connecting, or
+    waiting for a read, that long fails it sooner); `close` ends the threads and the connections."""
 
     def __init__(self, url: str, timeout: float = 10.0, access: PrometheusAccess | None = None) -> None:
         if not (math.isfinite(timeout) and timeout > 0):
@@ -453,6 +496,9 @@ class PrometheusReader:
             isinstance(sample, dict) and isinstance(sample.get("metric", {}), dict) for sample in result
         ):
             raise ValueError(f"the answer is not an instant vector: {str(result)[:120]}")
+        odd = next((v for sample in result for v in sample.get("metric", {}).values() if not isinstance(v, str)), None)
+        if odd is not None:  # Prometheus's label values are strings: whatever sent this is not Prometheus
+            raise ValueError(f"the answer has a label value that is not a string: {str(odd)[:120]}")
         return result, warnings
 
     async def snapshot(self, now: float, selector: Mapping[str, str] | None = None, tpot: bool = True) -> FleetSnapshot:
@@ -473,7 +519,7 @@ class PrometheusReader:
             if warnings:
                 partial.add(name)
                 warned.append(f"{name}: {'; '.join(warnings)}"[:300])
-            parse_vector(name, result, pods)
+            parse_vector(name, result, pods, now)
         return FleetSnapshot(
             at=now,
             pods=pods,

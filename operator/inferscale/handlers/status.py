@@ -11,6 +11,7 @@ from inferscale.adapters.workload import parse_time, rfc3339
 from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer list fails the whole patch
 from inferscale.perf import PrefillStep, advice
 from inferscale.scaling.durations import format_duration
+from inferscale.scaling.inputs import clean_observation
 from inferscale.scaling.types import Decision, MetricsState, Observation
 
 STATUS_REFRESH = 30.0  # seconds: the latest figures are written at least this often, and decision.at shows liveness
@@ -149,6 +150,7 @@ def status_number(v: float | None) -> float | None:
 
 
 def observed(obs: Observation, state_text: str) -> dict[str, Any]:
+    obs = clean_observation(obs)  # the figures the decision read: an absurd one is none, as there
     kv = obs.kv_cache_utilization
 
     num = status_number

@@ -257,3 +257,13 @@ def test_engines_that_do_not_count_prefix_cache_hits_leave_them_unknown() -> Non
     answers["prompt_tokens"] = [sample(p, 4000.0) for p in ("p0", "p1")]
     obs, _ = observe(snapshot(answers), W, "m", 60)
     assert obs.prompt_token_rate == 8000.0 and obs.cached_prompt_token_rate is None
+
+
+def test_nothing_found_in_an_answer_given_in_part_says_so_not_only_that_the_pods_report_nothing() -> None:
+    warning = "No StoreAPIs matched for this query: store 10.0.0.7:10901 unavailable"
+    snap = FleetSnapshot(NOW, {}, frozenset(), partial=frozenset(QUERIES), warnings=(f"gauges: {warning}",))
+    obs, why = observe(snap, W, "m", 60)
+    assert obs.state is MetricsState.MISSING
+    assert (
+        why == f"no vLLM metrics for the 2 Ready pod(s) in llm with model_name='m'; answered in part: gauges: {warning}"
+    )

@@ -272,3 +272,17 @@ def test_only_the_engine_metrics_lines_are_parsed() -> None:
     kept = relevant(text)
     assert "http_requests" not in kept and "vllm:num_requests_waiting" in kept
     assert {name for name, _, _ in parse(text)} == {name for name, _, _ in parse(kept)}
+
+
+def test_a_figure_no_engine_can_report_is_left_out_of_the_page() -> None:
+    page = (
+        'vllm:num_requests_waiting{model_name="m"} -6\n'
+        'vllm:kv_cache_usage_perc{model_name="m"} 1.5\n'
+        'vllm:num_requests_running{model_name="m"} 4\n'
+        'sglang:token_usage{model_name="m"} 0.5\n'
+        'vllm:request_success_total{model_name="m",finished_reason="stop"} -1\n'
+    )
+    assert {name: value for name, _, value in parse(page)} == {
+        "vllm:num_requests_running": 4.0,
+        "sglang:token_usage": 0.5,
+    }

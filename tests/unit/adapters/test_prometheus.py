@@ -2,17 +2,21 @@
 real Prometheus in tests/e2e)."""
 
 import asyncio
+import contextlib
 import http.server
 import json
 import socket
 import threading
+import time
 import urllib.parse
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from inferscale.adapters.prometheus import (
     DEPLOYMENT_POD,
+    FAMILY,
     QUERIES,
     PartialAnswer,
     PrometheusReader,
@@ -183,66 +187,184 @@ class InstantAnswers:
         return self.by_query[params["query"]], ()
 
 
-@pytest.mark.parametrize(
-    "answer",
-    [[1712345678.9, "0"], [{"metric": None, "value": [1.0, "3"]}], ["not a sample"], "a proxy's error page"],
-    ids=["scalar", "null-metric", "string-sample", "string"],
-)
-def test_an_answer_that_is_not_an_instant_vector_fails_its_query_not_the_tick(answer: Any) -> None:
+def snapshot_of(answers: dict[str, Any], now: float = 0.0) -> Any:
+    """The reader's snapshot at `now` of these answers, each query name's `data.result`."""
     reader = PrometheusReader("http://127.0.0.1:1")
-    running = [{"metric": {"namespace": "llm", "pod": "p0", "model_name": "m"}, "value": [1.0, "2"]}]
-    client, reader._client = reader._client, InstantAnswers({"gauges": answer, "sample_time": running})  # type: ignore[assignment]
+    client, reader._client = reader._client, InstantAnswers(answers)
     try:
-        snap = asyncio.run(reader.snapshot(0.0))
+        return asyncio.run(reader.snapshot(now))
     finally:
         reader._client = client
         reader.close()
+
+
+@pytest.mark.parametrize(
+    ("answer", "error"),
+    [
+        ([1712345678.9, "0"], "the answer is not an instant vector"),
+        ([{"metric": None, "value": [1.0, "3"]}], "the answer is not an instant vector"),
+        (["not a sample"], "the answer is not an instant vector"),
+        ("a proxy's error page", "the answer is not an instant vector"),
+        # Prometheus's label values are strings; an object or a list would not even hash as a pod's key
+        ([{"metric": {"namespace": ["llm"], "pod": "p0"}, "value": [1.0, "3"]}], "the answer has a label value"),
+        (
+            [{"metric": {"namespace": "llm", "pod": "p0", "model_name": {"a": 1}}, "value": [1.0, "3"]}],
+            "the answer has a label value",
+        ),
+        (
+            [{"metric": {"namespace": "llm", "pod": "p0", "dialect": ["x"]}, "value": [1.0, "3"]}],
+            "the answer has a label value",
+        ),
+    ],
+    ids=["scalar", "null-metric", "string-sample", "string", "list-namespace", "object-model", "list-dialect"],
+)
+def test_an_answer_that_is_not_an_instant_vector_fails_its_query_not_the_tick(answer: Any, error: str) -> None:
+    running = [{"metric": {"namespace": "llm", "pod": "p0", "model_name": "m"}, "value": [1.0, "1"]}]
+    snap = snapshot_of({"gauges": answer, "sample_time": running})
     assert snap.failed == {"gauges"}
-    (error,) = snap.errors
-    assert error.startswith("gauges: ValueError: the answer is not an instant vector")
-    assert snap.pods[("llm", "p0", "m")].values == {"sample_time": 2.0}
+    (said,) = snap.errors
+    assert said.startswith(f"gauges: ValueError: {error}")
+    assert snap.pods[("llm", "p0", "m")].values == {"sample_time": 0.0}
 
 
-class Thanos(http.server.BaseHTTPRequestHandler):
-    """A querier one of whose stores did not answer: the request rate comes back with a warning naming it."""
+@pytest.mark.parametrize("skew", [-70.0, 0.0, 120.0])
+def test_a_samples_age_is_read_on_prometheuss_clock_not_the_operators(skew: float) -> None:
+    """Prometheus's clock `skew` seconds ahead of the operator's: the gauges' age is what Prometheus says it is."""
+    now = 1_000_000.0
+
+    def at(evaluated: float, value: float) -> list[dict[str, Any]]:
+        return [{"metric": {"namespace": "llm", "pod": "p0", "model_name": "m"}, "value": [evaluated, str(value)]}]
+
+    # evaluated a second into the tick by Prometheus, whose newest sample of the pod is 5 s older than that
+    snap = snapshot_of({"sample_time": at(now + skew + 1.0, now + skew - 4.0)}, now)
+    assert snap.pods[("llm", "p0", "m")].values == {"sample_time": now - 5.0}
+
+
+def test_a_figure_no_engine_can_report_is_unknown_for_its_pod_not_added_in() -> None:
+    def on(pod: str, value: float, name: str) -> dict[str, Any]:
+        return {"metric": {"namespace": "llm", "pod": pod, FAMILY: name}, "value": [1.0, str(value)]}
+
+    gauges = [on("p0", 0.9, "vllm:kv_cache_usage_perc"), on("p0", 6, "vllm:num_requests_waiting")]
+    gauges += [on("p1", -0.9, "vllm:kv_cache_usage_perc"), on("p1", -6, "vllm:num_requests_waiting")]
+    gauges += [on("p2", 1.5, "vllm:kv_cache_usage_perc"), on("p2", 1e308, "vllm:num_requests_waiting")]
+    peaks = [on("p0", 0.95, ""), on("p1", 1e308, "")]
+    snap = snapshot_of({"gauges": gauges, "kv_peak": peaks, "requests": [on("p1", -2.0, "")]})
+    values = {pod: series.values for (_, pod, _), series in snap.pods.items()}
+    assert values["p0"] == {"vllm:kv_cache_usage_perc": 0.9, "vllm:num_requests_waiting": 6.0, "kv_peak": 0.95}
+    assert "p1" not in values  # a negative count or rate, a fraction over 1: nothing known of it
+    assert values["p2"] == {"vllm:num_requests_waiting": 1e308}  # large, but a count: the decision's to refuse
+
+
+class Answering(http.server.BaseHTTPRequestHandler):
+    """A server on the Prometheus API whose answer to each request `answer` gives: its body, by pieces
+    `pause` seconds apart."""
+
+    protocol_version = "HTTP/1.1"
+    pause = 0.0
+
+    def answer(self, api: str, query: str) -> tuple[int, bytes]:
+        raise NotImplementedError
 
     def do_GET(self) -> None:
         url = urllib.parse.urlparse(self.path)
-        query = urllib.parse.parse_qs(url.query)["query"][0]
-        body: dict[str, Any] = {"status": "success", "data": {"resultType": "vector", "result": []}}
-        if url.path == "/api/v1/query_range":
-            body["data"] = {"resultType": "matrix", "result": [series("llm", "m", [(60.0, "1")])]}
-            body["warnings"] = ["store 10.0.0.7:10901 unavailable"]
-        elif query == build_queries()["requests"]:
-            sample = {"metric": {"namespace": "llm", "pod": "p0", "model_name": "m"}, "value": [1.0, "2"]}
-            body["data"]["result"] = [sample]
-            body["warnings"] = ["No StoreAPIs matched for this query: store 10.0.0.7:10901 unavailable"]
-        data = json.dumps(body).encode()
-        self.send_response(200)
+        status, data = self.answer(url.path, urllib.parse.parse_qs(url.query)["query"][0])
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        pieces = [data[i : i + 8] for i in range(0, len(data), 8)] if self.pause else [data]
+        for piece in pieces:
+            self.wfile.write(piece)
+            self.wfile.flush()
+            time.sleep(self.pause)
 
     def log_message(self, *_: Any) -> None:
         pass
 
 
-def test_an_answer_with_a_warning_is_used_and_marked_partial() -> None:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Thanos)
+@contextlib.contextmanager
+def serving(handler: type[Answering], timeout: float = 5.0) -> Iterator[PrometheusReader]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    reader = PrometheusReader(f"http://127.0.0.1:{server.server_address[1]}", timeout=5.0)
+    reader = PrometheusReader(f"http://127.0.0.1:{server.server_address[1]}", timeout=timeout)
     try:
-        snap = asyncio.run(reader.snapshot(0.0))
-        # a range answered in part is refused: the rate history would keep its gap for days
-        with pytest.raises(PartialAnswer) as partial:
-            asyncio.run(reader.rate_history(0.0, 120.0))
+        yield reader
     finally:
         reader.close()
         server.shutdown()
         server.server_close()
+
+
+def vector(result: list[dict[str, Any]], status: str = "success", **more: Any) -> tuple[int, bytes]:
+    return 200, json.dumps({"status": status, "data": {"resultType": "vector", "result": result}, **more}).encode()
+
+
+P0 = {"namespace": "llm", "pod": "p0", "model_name": "m"}
+
+
+class Thanos(Answering):
+    """A querier one of whose stores did not answer: the request rate comes back with a warning naming it."""
+
+    def answer(self, api: str, query: str) -> tuple[int, bytes]:
+        if api == "/api/v1/query_range":
+            body = {"resultType": "matrix", "result": [series("llm", "m", [(60.0, "1")])]}
+            return 200, json.dumps(
+                {"status": "success", "data": body, "warnings": ["store 10.0.0.7:10901 unavailable"]}
+            ).encode()
+        if query == build_queries()["requests"]:
+            warning = "No StoreAPIs matched for this query: store 10.0.0.7:10901 unavailable"
+            return vector([{"metric": P0, "value": [1.0, "2"]}], warnings=[warning])
+        return vector([])
+
+
+def test_an_answer_with_a_warning_is_used_and_marked_partial() -> None:
+    with serving(Thanos) as reader:
+        snap = asyncio.run(reader.snapshot(0.0))
+        # a range answered in part is refused: the rate history would keep its gap for days
+        with pytest.raises(PartialAnswer) as partial:
+            asyncio.run(reader.rate_history(0.0, 120.0))
     assert snap.failed == frozenset() and snap.partial == frozenset({"requests"})
     assert snap.pods[("llm", "p0", "m")].values == {"requests": 2.0}
     (warning,) = snap.warnings
     assert warning.startswith("requests: No StoreAPIs matched") and "10.0.0.7:10901" in warning
     assert reader.describe(partial.value) == "answered in part: store 10.0.0.7:10901 unavailable"
+
+
+class Erring(Answering):
+    """A query layer that answers 200 with `status: error` and an empty result for the request rate (Prometheus
+    itself may keep `data` on an error), and a login page for the KV peak."""
+
+    def answer(self, api: str, query: str) -> tuple[int, bytes]:
+        if query == build_queries()["requests"]:
+            return vector([], status="error", errorType="timeout", error="query timed out")
+        if query == build_queries()["kv_peak"]:
+            return 200, b"<html><body>Sign in</body></html>"
+        return vector([{"metric": P0, "value": [1.0, "1"]}])
+
+
+def test_an_answer_that_says_error_fails_its_query_whatever_data_it_holds() -> None:
+    with serving(Erring) as reader:
+        snap = asyncio.run(reader.snapshot(0.0))
+    assert snap.failed == {"requests", "kv_peak"}  # not an answer that there were no requests
+    errors = dict(e.split(": ", 1) for e in snap.errors)
+    assert errors["requests"] == "PrometheusApiClientException: Prometheus answered 'error': timeout query timed out"
+    assert errors["kv_peak"] == "ValueError: the answer is not JSON: b'<html><body>Sign in</body></html>'"
+
+
+class Trickling(Answering):
+    """Each answer whole and right, 8 bytes every 100 ms: each read well within the timeout, the whole not."""
+
+    pause = 0.1
+
+    def answer(self, api: str, query: str) -> tuple[int, bytes]:
+        return vector([{"metric": P0, "value": [1.0, "1"]}])
+
+
+def test_an_answer_that_trickles_in_fails_its_query_at_the_timeout() -> None:
+    _, whole = Trickling.answer(None, "", "")  # type: ignore[arg-type]
+    assert len(whole) / 8 * Trickling.pause > 2 * 0.5  # the answer takes twice the timeout to come in
+    with serving(Trickling, timeout=0.5) as reader:
+        snap = asyncio.run(reader.snapshot(0.0))
+    assert snap.unavailable
+    assert {e.split(": ", 1)[1] for e in snap.errors} == {"no answer within 0.5s"}

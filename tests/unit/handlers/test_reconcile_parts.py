@@ -1,6 +1,7 @@
 """The pure parts of the reconcile step: conditions, the managed Deployment, observed lengths."""
 
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -395,6 +396,16 @@ def test_status_is_written_when_it_says_something_new_and_refreshed_otherwise() 
     assert has_news(old, {**figures, "scaler": asked})
     assert has_news({**old, "scaler": asked}, figures)  # and the ask withdrawn
     assert has_news({}, figures)
+
+
+def test_observed_shows_the_figures_the_decision_read_and_none_it_refused() -> None:
+    obs = Observation(
+        at=0.0, current_replicas=2, ready_replicas=2, pods_reporting=2, state=MetricsState.COMPLETE,
+        kv_cache_utilization=math.inf, waiting=1e308 * 10, running=-3.0, request_rate=2.5,
+    )  # fmt: skip
+    shown = observed(obs, "")
+    assert (shown["kvCacheUtilization"], shown["kvCachePercent"], shown["waiting"], shown["running"]) == (None,) * 4
+    assert shown["requestRate"] == 2.5
 
 
 def test_the_per_request_tpot_shows_in_observed_and_in_the_slo_condition_when_it_has_an_slo() -> None:
