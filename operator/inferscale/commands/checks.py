@@ -266,9 +266,13 @@ def credentials(kubeconfig: str | None) -> Credentials:
     if not kubeconfig and os.environ.get("KUBECONFIG"):
         given = [("KUBECONFIG", p) for p in os.environ["KUBECONFIG"].split(os.pathsep) if p and os.path.exists(p)]
     for flag, path in given:
-        problem = not_a_small_file(flag, path, limit=KUBECONFIG_MAX_BYTES)
-        if problem and "no such file" not in problem:  # a missing one is the loader's to name
-            raise InputError(f"cannot load Kubernetes credentials: {problem}")
+        problem = not_a_small_file(flag, path, limit=KUBECONFIG_MAX_BYTES) or _not_a_kubeconfig(flag, path)
+        if problem:
+            raise InputError(f"cannot load Kubernetes credentials from {problem}")
+    if not given and os.environ.get("KUBECONFIG") and not Credentials.in_cluster(None):
+        raise InputError(
+            f"cannot load Kubernetes credentials from KUBECONFIG {os.environ['KUBECONFIG']}: none of its files exists"
+        )
     try:
         return Credentials.load(kubeconfig)
     except Exception as e:  # the kubernetes package raises several unrelated types for a bad kubeconfig
@@ -281,6 +285,23 @@ def credentials(kubeconfig: str | None) -> Credentials:
         else:
             where = f"~/.kube/config (no --kubeconfig, KUBECONFIG or in-cluster {SA_TOKEN})"
         raise InputError(f"cannot load Kubernetes credentials from {where}: {' '.join(str(e).split())}") from None
+
+
+def _not_a_kubeconfig(flag: str, path: str) -> str | None:
+    """What makes a readable file no kubeconfig, said before the loader's own words ("'str' object does not
+    support item assignment") would be."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            doc = yaml.safe_load(f)
+    except UnicodeDecodeError:
+        return f"{flag} {path}: not UTF-8 text, so not a kubeconfig"
+    except yaml.YAMLError as e:
+        return f"{flag} {path}: not YAML ({' '.join(str(e).split())[:160]})"
+    if not isinstance(doc, dict):
+        return f"{flag} {path}: not a kubeconfig (a YAML mapping of clusters, users and contexts)"
+    return None
 
 
 def prometheus_access(

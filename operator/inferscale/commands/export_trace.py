@@ -52,6 +52,7 @@ IDLE_RATE = 1e-6
 # Prometheus refuses a range query of more than 11,000 points per series
 MAX_STEPS = 10_000
 # a rate needs two samples in its window: a window under a minute reads nothing at a 30 s scrape interval
+MAX_WINDOWS = 525_600  # a year of one-minute windows: each a row, read through queries of MAX_STEPS points
 MIN_WINDOW = 60.0
 COLUMNS = ("window_start_s", "total_rate_rps", "mean_input_tokens", "mean_output_tokens")
 _ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -291,6 +292,13 @@ def export_trace(
         if step > span:
             raise checks.InputError(f"--window {window} is longer than --since {since}")
         end_at = _until(until)
+        if end_at - span < 0:
+            raise checks.InputError(f"--since {since} reaches back before 1970 (Unix time 0)")
+        if span / step > MAX_WINDOWS:
+            raise checks.InputError(
+                f"--since {since} is {span / step:,.0f} windows of --window {window}; at most {MAX_WINDOWS:,} "
+                "(a year of 1m windows): give a shorter --since or a longer --window"
+            )
         checks.http_url("--prometheus-url", prometheus_url)
         access = checks.prometheus_access(
             prometheus_bearer_token_file,

@@ -189,17 +189,24 @@ def _too_long_notes(prepared: Prepared) -> list[str]:
 
 def too_short(prepared: Prepared | FluidPrepared) -> str | None:
     """Why a replay this short cannot tell the policies apart, or None when it can."""
-    span, cfg = _span(prepared), prepared.run_config
-    warmup, ttr = format_duration(cfg.warmup), format_duration(cfg.time_to_ready.high)
-    ready_by = cfg.warmup + cfg.time_to_ready.high
+    span, cfg, interval = _span(prepared), prepared.run_config, prepared.scenario.interval
+    first = cfg.first_decision(interval)
+    if first > cfg.warmup:  # an --interval longer than the warm-up puts the first decision later
+        start = (
+            f"first decision at {format_duration(first)} (the first tick of --interval {format_duration(interval)} "
+            f"past the {format_duration(cfg.warmup)} warm-up)"
+        )
+    else:
+        start = f"{format_duration(cfg.warmup)} warm-up"
+    ready_by = first + cfg.time_to_ready.high
     if span >= ready_by:
         return None
-    if span <= cfg.warmup:
-        why = f"is no longer than the policies' {warmup} warm-up: no policy can act"
+    if span <= first:
+        why = f"is no longer than the policies' {start}: no policy can act"
     else:
         why = (
-            f"is shorter than the {warmup} warm-up plus the {ttr} top of --time-to-ready: "
-            "a replica a policy orders may not be Ready before it ends"
+            f"is shorter than the {start} plus the {format_duration(cfg.time_to_ready.high)} top of "
+            "--time-to-ready: a replica a policy orders may not be Ready before it ends"
         )
     return (
         f"the replay ({format_duration(span)}) {why}, so the policies' results cannot show a real "

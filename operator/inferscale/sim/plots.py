@@ -17,8 +17,9 @@ _REFERENCE_STYLES: dict[str, dict[str, str]] = {
 
 
 def plot_formats() -> frozenset[str]:
-    """File suffixes (without the dot) `plot_timelines` can write: matplotlib picks the format from it."""
-    return frozenset(Figure().canvas.get_supported_filetypes())
+    """File suffixes (without the dot) `plot_timelines` can write: matplotlib picks the format from it. Not
+    PGF, which needs a LaTeX installation to write: it would fail after the whole replay."""
+    return frozenset(Figure().canvas.get_supported_filetypes()) - {"pgf"}
 
 
 def plot_timelines(path: Path, timelines: Mapping[str, Timeline], slo_ttft: float, title: str) -> None:

@@ -214,7 +214,11 @@ def iter_request_chunks(
     arrays, span = _request_trace(p, kind, time_scale)
     _check_copies(p, len(arrays), rate_scale)
     _check_peak(p, _busiest_minute(arrays, span), rate_scale, time_scale, "minute")
-    arrays = _rescale_rate(arrays, span, rate_scale, seed)
+    if start > 0 and start >= span:
+        raise _past_end(p, start, span)
+    # a second past the end: `_cut` draws the line itself, on the axis that begins at `start`
+    kept = (start, math.inf if duration is None else start + duration + 1.0)
+    arrays = _rescale_rate(arrays, span, rate_scale, seed, kept)
     arrays, span = _cut(p, arrays, span, start, duration)
     return iter([arrays]), span
 
@@ -486,19 +490,36 @@ def _check_peak(path: Path, peak: float, rate_scale: float, time_scale: float, w
     )
 
 
-def _rescale_rate(arrays: RequestArrays, span: float, rate_scale: float, seed: int) -> RequestArrays:
+COPY_BATCH = 1 << 20  # copies made at a time
+
+
+def _rescale_rate(
+    arrays: RequestArrays, span: float, rate_scale: float, seed: int, kept: tuple[float, float] = (0.0, math.inf)
+) -> RequestArrays:
+    """Each request copied `rate_scale` times on average, in arrival order; only the copies arriving within
+    `kept` are held, and the trace is copied a batch at a time: a minute of a day's trace at
+    --rate-scale 10000 would otherwise hold the day's copies, gigabytes of them. The random draws are those
+    of copying it whole at once, so a later window is the whole replay's, request for request."""
     if rate_scale == 1.0:
         return arrays
     n = len(arrays)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x7A7E]))
     copies = math.floor(rate_scale) + (rng.random(n) < rate_scale - math.floor(rate_scale))
-    src = np.repeat(np.arange(n), copies)
-    # The first copy of a request keeps its time; later copies are shifted, reflected at the ends.
-    first = np.ones(src.size, dtype=bool)
-    first[1:] = src[1:] != src[:-1]
-    offset = np.where(first, 0.0, (rng.random(src.size) - 0.5) * COPY_JITTER)
-    arrival = np.abs(arrays.arrival[src] + offset)
-    arrival = np.clip(np.where(arrival > span, 2 * span - arrival, arrival), 0.0, span)
+    parts: list[tuple[np.ndarray, np.ndarray]] = []  # (arrival, source) of the copies kept
+    batch = max(1, math.floor(COPY_BATCH / rate_scale))  # requests of the trace
+    for lo in range(0, n, batch):
+        hi = min(n, lo + batch)
+        src = np.repeat(np.arange(lo, hi), copies[lo:hi])
+        # The first copy of a request keeps its time; later copies are shifted, reflected at the ends.
+        first = np.ones(src.size, dtype=bool)
+        first[1:] = src[1:] != src[:-1]
+        offset = np.where(first, 0.0, (rng.random(src.size) - 0.5) * COPY_JITTER)
+        arrival = np.abs(arrays.arrival[src] + offset)
+        arrival = np.clip(np.where(arrival > span, 2 * span - arrival, arrival), 0.0, span)
+        within = (arrival >= kept[0]) & (arrival < kept[1])
+        parts.append((arrival[within], src[within]))
+    arrival = np.concatenate([a for a, _ in parts])
+    src = np.concatenate([i for _, i in parts])
     order = np.argsort(arrival, kind="stable")
     return RequestArrays(arrival[order], arrays.input_tokens[src][order], arrays.output_tokens[src][order])
 
@@ -569,14 +590,26 @@ def _read_mooncake(path: Path) -> tuple[list[float], list[int], list[int]]:
                 if key not in obj:
                     raise TraceError(f"{path}:{line}: missing field {key!r}")
             ts = obj["timestamp"]
-            if isinstance(ts, bool) or not isinstance(ts, int | float) or not math.isfinite(ts) or ts < 0:
-                raise TraceError(f"{path}:{line}: timestamp must be a number of ms >= 0, got {ts!r}")
-            arrival.append(ts / 1000.0)
+            seconds = _milliseconds(ts) / 1000.0
+            if not math.isfinite(seconds) or seconds < 0:
+                raise TraceError(f"{path}:{line}: timestamp must be a number of ms >= 0, got {str(ts)[:40]}")
+            arrival.append(seconds)
             lines.append(line)
             inp.append(_tokens(path, line, "input_length", obj["input_length"], minimum=0))
             out.append(_tokens(path, line, "output_length", obj["output_length"], minimum=1))
     _check_order(path, arrival, lines)
     return arrival, inp, out
+
+
+def _milliseconds(value: object) -> float:
+    """A JSON timestamp as a float; NaN when it is not a number (true is not 1), infinite past a float's range
+    (JSON's integers have as many digits as they are written with)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return math.nan
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf
 
 
 def _check_order(path: Path, times: list[float], lines: array[int]) -> None:

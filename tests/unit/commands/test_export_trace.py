@@ -233,6 +233,9 @@ def test_the_whole_model_counts_every_deployment_of_it_and_a_window_of_a_minute_
         (["-n", "llm", "--window", "30s"], "--window must be whole seconds and at least 1m"),
         (["-n", "llm", "--window", "3h"], "--window 3h is longer than --since 2h"),
         (["-n", "llm", "--since", "a week"], "--since: invalid duration 'a week'"),
+        # before anything is asked of Prometheus (the windows of 11 million years were built in memory first)
+        (["-n", "llm", "--since", "99999999999h"], "--since 99999999999h reaches back before 1970 (Unix time 0)"),
+        (["-n", "llm", "--since", "17520h", "--window", "1m"], "--since 17520h is 1,051,200 windows of --window 1m"),
     ],
 )
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(

@@ -69,22 +69,39 @@ def test_no_namespace_at_all_asks_for_one() -> None:
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (None, "Invalid kube-config file. No configuration found."),
-        ("clusters: [unclosed\n", "while parsing a flow sequence"),  # YAML's error is several lines
+        (None, "no such file"),
+        ("clusters: [unclosed\n", "not YAML (while parsing a flow sequence"),  # YAML's error is several lines
+        ("window_start_s,total_rate_rps\n0,1\n", "not a kubeconfig (a YAML mapping of clusters, users and contexts)"),
+        (b"\x7fELF\x02\x86", "not UTF-8 text, so not a kubeconfig"),
+        ("apiVersion: v1\nkind: Config\n", "Invalid kube-config file. Expected key current-context"),  # the loader
     ],
 )
 def test_credentials_that_do_not_load_exit_2_before_kopf_starts(
-    tmp_path: Path, kopf_runs: list[dict[str, object]], text: str | None, message: str
+    tmp_path: Path, kopf_runs: list[dict[str, object]], text: str | bytes | None, message: str
 ) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     if text is not None:
-        kubeconfig.write_text(text)
+        kubeconfig.write_bytes(text if isinstance(text, bytes) else text.encode())
     result = CliRunner().invoke(app, ["run", "-n", "llm", "--kubeconfig", str(kubeconfig)])
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith(
         f"inferscale run: cannot load Kubernetes credentials from --kubeconfig {kubeconfig}: "
     )
     assert message in result.stderr and result.stderr.count("\n") == 1
+    assert kopf_runs == []
+
+
+def test_a_kubeconfig_variable_naming_no_file_that_exists_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kopf_runs: list[dict[str, object]]
+) -> None:
+    missing = f"{tmp_path / 'a'}{os.pathsep}{tmp_path / 'b'}"
+    monkeypatch.setenv("KUBECONFIG", missing)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    result = CliRunner().invoke(app, ["run", "-n", "llm"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (
+        f"inferscale run: cannot load Kubernetes credentials from KUBECONFIG {missing}: none of its files exists\n"
+    )
     assert kopf_runs == []
 
 

@@ -216,6 +216,7 @@ def no_replay(monkeypatch: pytest.MonkeyPatch) -> None:
         ("--plot", "missing/r.png", "folder {tmp}/missing does not exist"),
         ("--plot", "/proc/r.png", "cannot write there"),
         ("--plot", "r.txt", "cannot write a .txt image"),
+        ("--plot", "r.pgf", "cannot write a .pgf image"),  # matplotlib would need a LaTeX installation
         ("--plot", "timeline", "give the image's suffix, e.g. timeline.png"),  # matplotlib would add it
     ],
 )
@@ -385,6 +386,17 @@ def test_a_replay_too_short_for_any_policy_to_matter_warns_but_runs(
     assert code == 0 and "static-peak" in stdout
     warnings = [line for line in stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 1 and message in warnings[0] and "at least 6m30s" in warnings[0]
+
+
+def test_an_interval_that_puts_the_first_decision_past_the_replay_warns_as_a_replay_too_short(
+    azure_trace: Path,
+) -> None:
+    code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--interval", "9999h")
+    assert code == 0
+    (warning,) = [line for line in stderr.splitlines() if line.startswith("warning:")]
+    assert (
+        "first decision at 9999h (the first tick of --interval 9999h past the 2m warm-up): no policy can act" in warning
+    )
 
 
 def test_fluid_mode_replays_the_rate_curve_with_the_same_json(azure_trace: Path, tmp_path: Path) -> None:

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import re
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
 from tests.paths import TRACES
 
+from inferscale.sim import traces
 from inferscale.sim.traces import (
     TraceError,
     detect_format,
@@ -286,6 +288,12 @@ def test_rate_curve_counts_a_tail_of_an_instant_over_a_second(tmp_path: Path) ->
         ),
         ("g.jsonl", '{"timestamp": 0, "input_length": 1}\n', ":1: missing field 'output_length'"),
         ("h.jsonl", '{"timestamp": -4, "input_length": 1, "output_length": 1}\n', ":1: timestamp"),
+        (  # an integer past a float's range: json reads it whole
+            "h2.jsonl",
+            '{"timestamp": 0, "input_length": 1, "output_length": 1}\n'
+            + f'{{"timestamp": 1{"0" * 400}, "input_length": 1, "output_length": 1}}\n',
+            ":2: timestamp must be a number of ms >= 0, got 1000000000000000000000000000000000000000",
+        ),
         ("i.jsonl", '{"timestamp": 1, "input_length": 2.5, "output_length": 1}\n', ":1: input_length"),
         ("j.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n600,abc,1,10,10,1\n", ":3: total_rate_rps 'abc'"),
         ("k.csv", SERVEGEN_HEADER + "0,1,1,10,10,1\n0,1,1,10,10,1\n", ":3: window_start_s 0.0 does not increase"),
@@ -565,3 +573,21 @@ def test_a_request_traces_start_is_on_the_compressed_axis_in_both_modes(tmp_path
     assert len(arrays) == 80 and arrays.arrival[0] == 0.0 and span == pytest.approx(39.5)
     curve = load_rate_curve(path, time_scale=2, start=10, window=10)  # the fluid mode's curve
     assert [(p.t, p.rate) for p in curve] == [(0.0, 2.0), (10.0, 2.0), (20.0, 2.0), (30.0, 2.0)]
+
+
+@needs_traces
+def test_copies_are_made_a_batch_at_a_time_and_only_those_replayed_are_held(monkeypatch: pytest.MonkeyPatch) -> None:
+    whole, _ = load_request_arrays(AZURE, rate_scale=3.4, seed=5, start=300, duration=600)
+    monkeypatch.setattr(traces, "COPY_BATCH", 100)  # copies of about 29 requests at a time
+    batched, _ = load_request_arrays(AZURE, rate_scale=3.4, seed=5, start=300, duration=600)
+    np.testing.assert_array_equal(batched.arrival, whole.arrival)
+    np.testing.assert_array_equal(batched.input_tokens, whole.input_tokens)
+    monkeypatch.undo()
+    # ten seconds of the trace at --rate-scale 2000: its 39 million copies would take 1.5 GB at once
+    tracemalloc.start()
+    try:
+        ten, _ = load_request_arrays(AZURE, rate_scale=2000, duration=10)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert 0 < len(ten) < 100_000 and peak < 200 << 20

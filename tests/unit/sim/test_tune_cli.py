@@ -89,6 +89,10 @@ def test_a_replay_too_short_for_a_value_to_matter_is_refused_rather_than_answere
     code, stdout, stderr = invoke(azure_trace, "--duration", "90s", "--capacity-utilization", "0.8")
     assert code == 2 and "no policy can act" in stderr and "Traceback" not in stderr
     assert "capacityUtilization:" not in stdout
+    # an --interval past the replay: every value ties with no decision made
+    code, stdout, stderr = invoke(azure_trace, "--interval", "9999h", "--capacity-utilization", "0.8")
+    assert code == 2 and "first decision at 9999h" in stderr and "no policy can act" in stderr
+    assert "capacityUtilization:" not in stdout
 
 
 def test_values_that_differ_only_past_the_second_decimal_are_two_replays(azure_trace: Path, tmp_path: Path) -> None:
