@@ -67,8 +67,22 @@ def capacity_prior(
     try:
         rps = replica_capacity_rps(_profile(model, model.profile), input_tokens, output_tokens, slo_ttft, slo_itl)
     except PerfError as e:
-        raise InvalidSpec([f"spec.model: {e}"]) from None
+        raise InvalidSpec([f"spec.model: {in_spec_words(str(e))}"]) from None
     return rps if rps > 0 else None
+
+
+# the perf model's remedies name the engine's settings; a spec's user sets them as the spec's fields
+_SPEC_WORDS = (
+    ("lower max_num_batched_tokens or max_num_seqs", "lower model.maxNumBatchedTokens or model.maxNumSeqs"),
+    ("raise TP", "raise model.tensorParallel"),
+    ("use a larger GPU", "set a larger model.gpu"),
+)
+
+
+def in_spec_words(message: str) -> str:
+    for engine, spec in _SPEC_WORDS:
+        message = message.replace(engine, spec)
+    return message
 
 
 def _profile(model: ModelRef, profile: str) -> ReplicaProfile:

@@ -52,12 +52,13 @@ same messages, on specs that reached it through an older CRD:
 - {TENSOR_PARALLEL.message} (a replica the GPU cannot hold at that size is refused by the operator only:
   `InvalidSpec`)
 - durations (at most 2562047h), fractions in (0, 1] (`tolerance` in (0, 1)), `targets.waitingPerReplica` above 0,
-  change limits (`4` pods or `"50%"`), `engine` and `mode`
+  change limits (`4` pods or `"50%"`, at most `"999999%"`), `engine` and `mode`
   enums, replica counts within int32, a `scaleTargetRef.name` that can name a Deployment
 - cron expressions: five fields within their ranges or a macro (the API server refuses `61 9 * * *` and
   `0 24 * * *`; names and marks such as `mon-fri`, `L` and `1#2` are left to the operator's croniter, which also
-  checks that the expression ever matches, so `0 9 * * 5L` and `0 0 30 2 *` are `InvalidSpec`)
-- {SELECTOR_KEYS_MESSAGE}; {SELECTOR_RESERVED_MESSAGE} (both checked by the operator only)
+  checks that the expression ever matches, so `0 9 * * 5L` and `0 0 30 2 *` are `InvalidSpec`); croniter's
+  random `R` and hashed `H` items are refused, since a floor must start when it says it will
+- {SELECTOR_KEYS_MESSAGE}; {SELECTOR_RESERVED_MESSAGE}
 """
 
 

@@ -53,7 +53,8 @@ CRON_PATTERN = (
     )
     + ")$"
 )
-PERCENT_PATTERN = r"^[1-9][0-9]*%$"
+# up to 999999%: a longer one (a percent of 310 digits) is infinite as a float, which no limit can be
+PERCENT_PATTERN = r"^[1-9][0-9]{0,5}%$"
 LABEL_NAME_PATTERN = r"^[a-zA-Z_][a-zA-Z0-9_]*$"
 
 
@@ -105,7 +106,7 @@ OPEN_FRACTION = Rule("self > 0.0 && self < 1.0", "must be a fraction in (0, 1)")
 POSITIVE = Rule("self > 0.0", "must be greater than 0")
 CHANGE_LIMIT = Rule(
     f"type(self) == int ? self >= 1 : self.matches({_cel_string(PERCENT_PATTERN)})",
-    "must be a positive number of pods such as 4 or a percentage such as '100%'",
+    "must be a positive number of pods such as 4 or a percentage up to 999999% such as '100%'",
 )
 REPLICA_BOUNDS = Rule(
     "!has(self.min) || self.min <= self.max", "replicas.min must be less than or equal to replicas.max"
@@ -135,6 +136,13 @@ CRON = Rule(
     f"self.matches({_cel_string(CRON_PATTERN)})",
     "must be a cron expression with five fields within their ranges (minute 0-59, hour 0-23, day 1-31, "
     "month 1-12, weekday 0-7) such as '0 9 * * 1-5', or a macro such as @daily",
+)
+# croniter's R (a random time, drawn again at each reading) and H (hashed from an id this API has no field for):
+# a floor must start when it was announced to, and replicas ordered a time-to-ready ahead of it be on time
+CRON_CHANCE_PATTERN = r"(^|[ ,])[RrHh]($|[ ,(/])"
+CRON_FIXED = Rule(
+    f"!self.matches({_cel_string(CRON_CHANCE_PATTERN)})",
+    "must name fixed times: croniter's random (R) and hashed (H) items are not supported",
 )
 
 
@@ -195,14 +203,17 @@ def check_catalog_name(rule: Rule, names: list[str]) -> Callable[[str], str]:
     return check
 
 
-# Checked in Python only: map keys have no maxLength, so a CEL `matches` over them is estimated at the
-# full request size and the API server would refuse the whole CRD for exceeding its cost budget.
 SELECTOR_KEYS_MESSAGE = "selector keys must be Prometheus label names ([a-zA-Z_][a-zA-Z0-9_]*)"
 # The operator sets these matchers itself; Prometheus reserves names starting with "__".
 SELECTOR_OWN_KEYS = ("namespace", "model_name")
 SELECTOR_RESERVED_MESSAGE = (
     "selector keys must not be namespace or model_name (set from the service's namespace and spec.model.name) "
     "or start with __ (reserved by Prometheus)"
+)
+SELECTOR_KEYS = Rule(f"self.all(k, k.matches({_cel_string(LABEL_NAME_PATTERN)}))", SELECTOR_KEYS_MESSAGE)
+SELECTOR_RESERVED = Rule(
+    "self.all(k, !(k in [" + ", ".join(f"'{k}'" for k in SELECTOR_OWN_KEYS) + "]) && !k.startsWith('__'))",
+    SELECTOR_RESERVED_MESSAGE,
 )
 
 
@@ -252,6 +263,8 @@ def check_cron(value: str) -> str:
     whether it ever matches (February 30th passes both)."""
     if len(value) > CRON_MAX_LENGTH or not re.fullmatch(CRON_PATTERN, value):
         raise ValueError(f"{value!r} {CRON.message}")
+    if re.search(CRON_CHANCE_PATTERN, value):
+        raise ValueError(f"{value!r} {CRON_FIXED.message}")
     problem = cron_problem(value)
     if problem is not None:
         raise ValueError(f"{value!r} is not a usable cron expression: {problem}")

@@ -34,12 +34,15 @@ from inferscale.api.rules import (
     BATCH_LIMITS,
     CATALOG_NAME_MAX_LENGTH,
     CRON,
+    CRON_FIXED,
     CRON_MAX_LENGTH,
     GPU,
     ONE_TARGET,
     PROFILE,
     REPLICA_BOUNDS,
     SCHEDULE_WITHIN_MAX,
+    SELECTOR_KEYS,
+    SELECTOR_RESERVED,
     TENSOR_PARALLEL,
     TPOT_NEEDS_VLLM,
     Rule,
@@ -63,7 +66,13 @@ TYPICAL_OUTPUT_TOKENS = 200
 Cron = Annotated[
     str,
     AfterValidator(check_cron),
-    WithJsonSchema({"type": "string", "maxLength": CRON_MAX_LENGTH, "x-kubernetes-validations": [CRON.schema()]}),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "maxLength": CRON_MAX_LENGTH,
+            "x-kubernetes-validations": [CRON.schema(), CRON_FIXED.schema()],
+        }
+    ),
 ]
 
 
@@ -329,6 +338,7 @@ class Metrics(BaseModel):
         default_factory=dict,
         max_length=16,
         description="Extra PromQL label matchers (label: value), added to namespace and model_name.",
+        json_schema_extra={"x-kubernetes-validations": [SELECTOR_KEYS.schema(), SELECTOR_RESERVED.schema()]},
     )
     stale_after: PositiveDuration = Field(
         default="60s", description="Samples older than this count as missing: hold the current count."

@@ -6,9 +6,10 @@ import math
 import re
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+# ASCII digits: Python's \d also takes other scripts' ("٥s"), which the API server's RE2 does not
+_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
 # Mirrors the CRD's pattern so the CLI and the API server accept the same strings.
-DURATION_PATTERN = r"^(\d+(\.\d+)?(ms|s|m|h))+$"
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
 
 
 def parse_duration(text: str) -> float:

@@ -40,7 +40,33 @@ def cron_problem(cron: str) -> str | None:
         why = str(e).split("] ", 1)[-1]  # croniter repeats the expression in brackets first
         if "out of range" in why:
             why = "a field is outside its range (minute 0-59, hour 0-23, day 1-31, month 1-12, weekday 0-7)"
+        field = _unreadable_field(cron)
+        if field is not None:  # croniter's words ("is not acceptable") name neither the field nor the item
+            why = (
+                f"croniter cannot read its {field}: "
+                "use numbers (9), ranges (1-5), steps (*/15), lists (1,3) or names (mon, jan)"
+            )
         return why
+    return None
+
+
+_FIELDS = ("minute", "hour", "day of the month", "month", "day of the week")
+
+
+def _unreadable_field(cron: str) -> str | None:
+    """The first of the five fields croniter refuses on its own, every other field '*'; None for a macro, or
+    when each field reads alone (the fields together are what it refuses)."""
+    fields = cron.split()
+    if len(fields) != len(_FIELDS):
+        return None
+    for i, name in enumerate(_FIELDS):
+        alone = " ".join(f if j == i else "*" for j, f in enumerate(fields))
+        try:
+            croniter(alone, 0.0).get_next(float)
+        except CroniterBadDateError:
+            continue
+        except (ValueError, KeyError):
+            return f"{name} field {fields[i]!r}"
     return None
 
 

@@ -93,7 +93,15 @@ def test_unreachable_slo_leaves_the_prior_unknown_not_zero() -> None:
         # sets, policy_from_spec); the prior still names them if one gets past it
         (ModelRef.model_construct(name="m", profile="gpt-5"), "unknown model 'gpt-5'"),
         (ModelRef.model_construct(name="m", profile="llama-3.1-8b", gpu="tpu-v5"), "unknown GPU 'tpu-v5'"),
-        (ModelRef(name="m", profile="llama-3.1-70b", gpu="l40s-48gb", tensor_parallel=1), "spec.model"),
+        (  # its remedies in the spec's words, not the engine's or the CLI's
+            ModelRef(name="m", profile="llama-3.1-70b", gpu="l40s-48gb", tensor_parallel=1),
+            "spec.model: .* exceed the 40.5 GiB usable on l40s-48gb .*; raise model.tensorParallel or set a larger "
+            "model.gpu$",
+        ),
+        (
+            ModelRef(name="m", profile="llama-3.1-8b", max_num_seqs=10**9, max_num_batched_tokens=10**9),
+            "; lower model.maxNumBatchedTokens or model.maxNumSeqs, raise model.tensorParallel or set a larger",
+        ),
         (ModelRef.model_construct(name="m", profile="llama-3.1-8b", tensor_parallel=3), "does not divide"),
     ],
 )

@@ -66,7 +66,7 @@ def test_cel_rules_reject_with_the_python_messages(validator: Path, tmp_path: Pa
     cases = []
     for path, value, message, extra in BAD:
         if message not in CEL_MESSAGES and "supported values" not in message:
-            continue  # schema-type errors and Python-only checks (croniter's own, selector keys)
+            continue  # schema-type errors and Python-only checks (croniter's own)
         spec = {**copy.deepcopy(minimal), **copy.deepcopy(extra)}
         if value is not None:
             _set(spec, path, value)
@@ -92,6 +92,11 @@ def test_valid_variants_pass(validator: Path, tmp_path: Path) -> None:
         {**minimal, "model": {"name": "m", "profile": "Meta-Llama/Llama-3.3-70B-Instruct", "tensorParallel": 8}},
         {**minimal, "model": {"name": "m", "profile": "qwen3-8b"}},
         {**minimal, "model": {"name": "m", "tensorParallel": 3}},  # no profile: nothing to split by
+        {
+            **minimal,
+            "metrics": {"selector": {"job": "vllm", "_app": "x"}},
+            "warmup": {"schedules": [{"cron": "0 9 * MAR THU", "duration": "1h", "minReplicas": 2}]},
+        },
     ]
     assert _validate(validator, [_wrap(v) for v in variants], tmp_path) == [[]] * len(variants)
 

@@ -72,6 +72,7 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("scaleTargetRef", _DELETE, rules.ONE_TARGET.message, {}),
     ("slo.ttftP95", "500", rules.POSITIVE_DURATION.message, {}),
     ("slo.ttftP95", " 500ms", rules.POSITIVE_DURATION.message, {}),
+    ("slo.ttftP95", "٥s", rules.POSITIVE_DURATION.message, {}),  # a digit, but not one RE2 reads as one
     ("slo.itlMean", "-5ms", rules.POSITIVE_DURATION.message, {}),
     ("slo.tpotP95", "0s", rules.POSITIVE_DURATION.message, {}),
     ("slo.tpotP95", "50ms", rules.TPOT_NEEDS_VLLM.message, {"engine": "sglang"}),
@@ -100,7 +101,17 @@ BAD: list[tuple[str, Any, str, dict[str, Any]]] = [
     ("warmup.schedules", [{"cron": "0 24 * * *", "duration": "1h", "minReplicas": 2}], rules.CRON.message, {}),
     ("warmup.schedules", [{"cron": "0 9 * 13 mon", "duration": "1h", "minReplicas": 2}], rules.CRON.message, {}),
     ("warmup.schedules", [{"cron": "*/0 9 * * *", "duration": "1h", "minReplicas": 2}], rules.CRON.message, {}),
-    ("warmup.schedules", [{"cron": "0 9 * * 5L", "duration": "1h", "minReplicas": 2}], "not acceptable", {}),
+    (
+        "warmup.schedules",
+        [{"cron": "0 9 * * 5L", "duration": "1h", "minReplicas": 2}],
+        "croniter cannot read its day of the week field '5L': use numbers (9), ranges (1-5)",
+        {},
+    ),
+    # a random or hashed time moves each time it is read: replicas ordered ahead of it would not be on time
+    ("warmup.schedules", [{"cron": "R 9 * * *", "duration": "1h", "minReplicas": 2}], rules.CRON_FIXED.message, {}),
+    ("warmup.schedules", [{"cron": "H/15 9 * * *", "duration": "1h", "minReplicas": 2}], "(R) and hashed (H)", {}),
+    ("behavior.scaleUp.maxIncrease", "1" + "0" * 309 + "%", rules.CHANGE_LIMIT.message, {}),  # inf as a float
+    ("behavior.scaleUp.maxIncrease", "1000000%", "a percentage up to 999999%", {}),
     ("warmup.schedules", [{"cron": "0 0 30 2 *", "duration": "1h", "minReplicas": 2}], "never matches", {}),
     ("warmup.schedules", [{"cron": "0 9 * * *", "duration": "1h", "minReplicas": 20}], "must not exceed", {}),
     ("metrics.selector", {"pod-name": "x"}, rules.SELECTOR_KEYS_MESSAGE, {}),
