@@ -8,7 +8,7 @@
 
 {{- define "inferscale.selectorLabels" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}
-app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/instance: {{ .Release.Name | quote }}
 {{- end -}}
 
 {{- define "inferscale.labels" -}}
@@ -32,7 +32,11 @@ The metrics Service's name, which the PrometheusRule's job label follows: the su
 a Service name may have (a 45-character release name made it 64, and the install failed).
 */}}
 {{- define "inferscale.metricsName" -}}
-{{- printf "%s-metrics" (include "inferscale.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- $name := printf "%s-metrics" (include "inferscale.fullname" . | trunc 55 | trimSuffix "-") -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "release name %s: the metrics Service's name %s must start with a letter and hold only a-z, 0-9 and - (a DNS-1035 label)" .Release.Name $name) -}}
+{{- end -}}
+{{- $name -}}
 {{- end -}}
 
 {{- define "inferscale.image" -}}

@@ -23,6 +23,13 @@ SCALE_ACTIONS = Counter(
     "inferscale_scale_actions", "Writes to the target's /scale.", (*_SERVICE, "direction"), registry=REGISTRY
 )
 CONDITION = Gauge("inferscale_condition", "Status conditions: 1 True, 0 False.", (*_SERVICE, "type"), registry=REGISTRY)
+NOT_READY = Gauge(
+    "inferscale_not_ready",
+    "1 while a service's Ready condition is False, labelled with its reason (ScaleFailed, TargetNotFound, "
+    "InvalidSpec, ScalingDisabled, ...): an alert can tell a refused scale from a Deployment scaled to 0 by hand.",
+    (*_SERVICE, "reason"),
+    registry=REGISTRY,
+)
 TICK_DURATION = Histogram(
     "inferscale_tick_duration_seconds",
     "Time to read the cluster and Prometheus for every service once.",
@@ -78,6 +85,7 @@ TICK_INTERVAL = Gauge("inferscale_tick_interval_seconds", "The operator's tick (
 
 # the condition types each service's gauge carries now, so that a type its status no longer has is dropped
 _CONDITION_TYPES: dict[tuple[str, str], set[str]] = {}
+_NOT_READY: dict[tuple[str, str], str] = {}  # service -> the reason its Ready condition is False for
 _PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
     (DESIRED, _SERVICE),
     (CURRENT, _SERVICE),
@@ -85,19 +93,29 @@ _PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
     (DECISIONS, (*_SERVICE, "reason")),
     (SCALE_ACTIONS, (*_SERVICE, "direction")),
     (CONDITION, (*_SERVICE, "type")),
+    (NOT_READY, (*_SERVICE, "reason")),
 )
 
 
-def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bool]]) -> None:
-    """The service's conditions as its status now has them (type, True): a type the status dropped (a
+def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bool, str]]) -> None:
+    """The service's conditions as its status now has them (type, True, reason): a type the status dropped (a
     CapacityBlocked before the target went missing) would otherwise keep its alert firing."""
     types = set()
-    for kind, true in conditions:
+    not_ready = None
+    for kind, true, reason in conditions:
         CONDITION.labels(namespace, name, kind).set(1 if true else 0)
         types.add(kind)
+        if kind == "Ready" and not true:
+            not_ready = reason
     for gone in _CONDITION_TYPES.get((namespace, name), set()) - types:
         CONDITION.remove(namespace, name, gone)
     _CONDITION_TYPES[(namespace, name)] = types
+    was = _NOT_READY.pop((namespace, name), None)
+    if was is not None and was != not_ready:
+        NOT_READY.remove(namespace, name, was)
+    if not_ready is not None:
+        NOT_READY.labels(namespace, name, not_ready).set(1)
+        _NOT_READY[(namespace, name)] = not_ready
 
 
 def forget_figures(namespace: str, name: str) -> None:
@@ -122,6 +140,7 @@ def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool])
         for values in stale:
             metric.remove(*values)
             _CONDITION_TYPES.pop((values[0], values[1]), None)
+            _NOT_READY.pop((values[0], values[1]), None)
 
 
 class RequestCounts(Collector):

@@ -203,7 +203,7 @@ async def _problem(
         force=reworded,
     )
     ns, name = meta.get("namespace", ""), meta.get("name", "")
-    metrics.set_conditions(ns, name, ((c.type, c.status == "True") for c in conditions))
+    metrics.set_conditions(ns, name, ((c.type, c.status == "True", c.reason) for c in conditions))
     metrics.forget_figures(ns, name)
 
 
@@ -683,7 +683,7 @@ async def _write(
             bad = (c.status == "True") if c.type in TRUE_IS_BAD else (c.status == "False")
             if bad:
                 await post_event(rt, body, "Warning", c.reason, c.message, now)
-    metrics.set_conditions(ns, name, ((c.type, c.status == "True") for c in conditions))
+    metrics.set_conditions(ns, name, ((c.type, c.status == "True", c.reason) for c in conditions))
 
     history = status.get("history")
     new_status: dict[str, Any] = {

@@ -258,6 +258,36 @@ def test_every_rbac_rule_says_why() -> None:
             ["--set", "prometheusRule.enabled=true"],
             "prometheusRule.enabled without serviceMonitor.enabled: set prometheusRule.job",
         ),
+        # each would render objects the API server, the kubelet, promtool or the operator refuses
+        (["--set", "image.repository=registry.example.com/inferscale:0.1.0"], "/image/repository"),
+        (["--set", "image.tag=0.1.0 beta"], "/image/tag"),
+        (["--set", "prometheus.url=http://:9090"], "/prometheus/url"),
+        (["--set", "prometheus.url=http://prom:99999"], "/prometheus/url"),
+        (["--set-json", 'prometheus.headers={"X-Scope-OrgID":" "}'], "/prometheus/headers/X-Scope-OrgID"),
+        (["--set", "prometheus.bearerToken.secretKey=..token"], "/prometheus/bearerToken/secretKey"),
+        (["--set", "resources.limit.memory=1Gi"], "additional properties 'limit' not allowed"),
+        (["--set", "resources.requests.cpu=lots"], "/resources/requests/cpu"),
+        (["--set", "extraEnv[0].name=A,extraEnv[0].value=2"], "/extraEnv/0/value"),
+        (["--set", "prometheusRule.capacityBlockedFor=5m10m"], "/prometheusRule/capacityBlockedFor"),
+        (["--set", "serviceMonitor.interval=30s1m"], "/serviceMonitor/interval"),
+        (["--set", 'prometheusRule.job=a"b'], "/prometheusRule/job"),
+        (["--set", r"serviceMonitor.labels.app\.kubernetes\.io/name=x"], "invalid propertyName"),
+        (["--set", "serviceAccount.name=Bad_Name"], "/serviceAccount/name"),
+        (["--set", "grafanaDashboard.namespace=Monitoring_NS"], "/grafanaDashboard/namespace"),
+        (["--set", "podLabels.team=a b"], "/podLabels/team"),
+        (
+            ["--set", "watch.namespaces={llm}"],
+            "watch.namespaces lists llm but watch.allNamespaces is true: set watch.allNamespaces=false",
+        ),
+        (
+            ["--set-json", 'extraArgs=["--prometheus-url=http://other:9090"]'],
+            "extraArgs: --prometheus-url=http://other:9090 is a flag the chart sets from its values",
+        ),
+        (["--set-json", 'extraArgs=["-n", "llm"]'], "extraArgs: -n is a flag the chart sets"),
+        (
+            ["--set", "serviceAccount.create=false,serviceAccount.name=ops,serviceAccount.annotations.a=b"],
+            "annotate your own",
+        ),
         (
             ["--set", "prometheus.bearerToken.secretName=t,prometheus.basicAuth.secretName=b"],
             "give at most one way to authenticate to Prometheus, not prometheus.bearerToken.secretName and "
@@ -269,6 +299,37 @@ def test_values_schema_rejects_bad_values(helm: str, values: list[str], message:
     result = run_helm(helm, "template", "x", str(CHART), "--kube-version", KUBE_VERSION, *values)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("release", ["1x", "a.b"])
+def test_a_release_name_no_service_can_be_named_after_is_refused(helm: str, release: str) -> None:
+    result = run_helm(helm, "template", release, str(CHART), "--kube-version", KUBE_VERSION)
+    assert result.returncode != 0
+    assert (
+        f"release name {release}: the metrics Service's name {release}-inferscale-metrics must start with a letter"
+        in (result.stderr)
+    )
+
+
+def test_strings_stay_strings_however_yaml_would_read_them(render: Render) -> None:
+    docs = render(
+        watch__allNamespaces=False,
+        watch__namespaces=["123", "on"],
+        priorityClassName="100",
+        prometheus__bearerToken__secretName="123",
+        prometheus__bearerToken__secretKey="true",
+    )
+    pod = _operator(docs)["pod"]
+    assert pod["priorityClassName"] == "100"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "prometheus-token"]
+    assert volume["secret"]["secretName"] == "123" and volume["secret"]["items"] == [{"key": "true", "path": "true"}]
+    assert {
+        r["metadata"]["namespace"] for r in by_kind(docs, "Role") if r["metadata"]["namespace"] != "inferscale"
+    } >= {
+        "123",
+        "on",
+    }
+    assert "--namespace=123" in _operator(docs)["container"]["args"]
 
 
 def test_monitoring_objects_only_when_enabled(render: Render) -> None:
@@ -495,7 +556,9 @@ def test_an_admission_policy_narrows_every_write_rbac_cannot(render: Render) -> 
     assert only_pods is not None
     assert [r["resources"] for r in only_pods["spec"]["matchConstraints"]["resourceRules"]] == [["pods"]]
     assert _writes_policy(render(rbac__managedDeployments=False, podDeletionCost=False)) is None
-    assert _writes_policy(render(rbac__create=False)) is None
+    # RBAC kept outside the chart grants the same writes: still narrowed, unless the policy is turned off
+    assert _writes_policy(render(rbac__create=False)) is not None
+    assert _writes_policy(render(rbac__create=False, rbac__admissionPolicy=False)) is None
 
 
 def test_the_admission_policy_names_the_account_the_operator_runs_as(render: Render) -> None:
@@ -603,3 +666,50 @@ def test_the_dashboard_s_engine_panels_read_every_engine_the_operator_reads(rend
     assert result.returncode == 0, result.stdout + result.stderr  # empty panels on vLLM before 0.10 and on SGLang
     (model,) = [v for v in dashboard["templating"]["list"] if v["name"] == "model"]
     assert "sglang:num_running_reqs" in model["query"]["query"]
+
+
+def _alerts_rules(render: Render, tmp_path: Any, *names: str) -> dict[str, dict[str, Any]]:
+    """The named alerts of the rendered PrometheusRule, written alone to tmp_path/rules.yml."""
+    (rule,) = by_kind(render(prometheusRule__enabled=True, serviceMonitor__enabled=True), "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"] if r.get("alert") in names}
+    (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": [{"name": "g", "rules": list(alerts.values())}]}))
+    return alerts
+
+
+def test_one_query_failing_every_tick_is_paged_and_a_healthy_operator_is_not(render: Render, tmp_path: Any) -> None:
+    # 9 queries a tick at a 10 s tick (54 a minute); 1 of them failing every tick is 0.1 errors/s, which a rate
+    # threshold of 0.1 left out: its family unknown every tick, no scale-down for good
+    _alerts_rules(render, tmp_path, "InferscalePrometheusQueryErrors")
+    job = 'job="inferscale-metrics"'
+    series = [
+        {"series": f'inferscale_prometheus_queries_total{{{job},instance="a"}}', "values": "0+54x60"},
+        {"series": f'inferscale_prometheus_query_errors_total{{{job},instance="a"}}', "values": "0+6x60"},
+        {"series": f'inferscale_prometheus_queries_total{{{job},instance="b"}}', "values": "0+54x60"},
+        {"series": f'inferscale_prometheus_query_errors_total{{{job},instance="b"}}', "values": "0+0x60"},
+    ]
+    summary = "The inferscale operator's Prometheus queries are failing"
+    fired = [{"exp_labels": {"severity": "warning"}, "exp_annotations": {"summary": summary}}]
+    alerts_fire_as_expected(tmp_path, series[:2], [("25m", "InferscalePrometheusQueryErrors", fired)])
+    alerts_fire_as_expected(tmp_path, series[2:], [("25m", "InferscalePrometheusQueryErrors", [])])
+
+
+def test_a_service_the_operator_cannot_scale_is_paged_but_not_one_scaled_to_zero_by_hand(
+    render: Render, tmp_path: Any
+) -> None:
+    (alert,) = _alerts_rules(render, tmp_path, "InferenceServiceNotReady").values()
+    series = [
+        {"series": 'inferscale_not_ready{namespace="llm",name="a",reason="ScaleFailed"}', "values": "1x40"},
+        {"series": 'inferscale_not_ready{namespace="llm",name="b",reason="ScalingDisabled"}', "values": "1x40"},
+        {"series": 'inferscale_not_ready{namespace="llm",name="c",reason="Conflict"}', "values": "1x40"},
+    ]
+    labels = {"namespace": "llm", "name": "a", "reason": "ScaleFailed", **alert["labels"]}
+    annotations = {
+        "summary": "llm/a is not being scaled (ScaleFailed)",
+        "description": "Its Ready condition is False for ScaleFailed; "
+        "kubectl describe inferenceservice names the cause.",
+    }
+    checks = [
+        ("10m", "InferenceServiceNotReady", []),
+        ("20m", "InferenceServiceNotReady", [{"exp_labels": labels, "exp_annotations": annotations}]),
+    ]
+    alerts_fire_as_expected(tmp_path, series, checks)
