@@ -94,6 +94,9 @@ class Unready:
 
     pod: str
     never_ready: bool
+    # seconds since a pod that never restarted was placed on a node, None otherwise: a start that takes far past
+    # the time-to-ready (an image that does not pull, a readiness probe that never passes) is stuck, not coming
+    placed_for: float | None = None
 
 
 @dataclass(frozen=True)
@@ -144,8 +147,11 @@ def _never_ready(pod: Obj, ready_cond: Obj | None, created: float | None) -> boo
 def owned_by_another(meta: Obj, deployment: str) -> bool:
     """Whether a pod the Deployment's selector matches belongs to another workload: its controller is a
     ReplicaSet not named `<deployment>-<pod-template-hash>` (a canary whose labels are a superset of the
-    stable Deployment's selector). HPA counts such pods; their load and their deletion costs are not ours."""
+    stable Deployment's selector), or no ReplicaSet at all (a StatefulSet's, a Job's). HPA counts such pods;
+    their load and their deletion costs are not ours. A pod without a controller is the ReplicaSet's to adopt."""
     for owner in meta.get("ownerReferences") or ():
+        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") != "ReplicaSet":
+            return True
         if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") == "ReplicaSet":
             template_hash = (meta.get("labels") or {}).get("pod-template-hash")
             name = str(owner.get("name", ""))
@@ -184,7 +190,8 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
                 starts.append(Start(name, seconds, now - created, now - became))
             continue
         pending += 1
-        unready.append(Unready(name, _never_ready(pod, ready_cond, created)))
+        placed = None if restarts(pod.get("status") or {}) else _placed(pod)
+        unready.append(Unready(name, _never_ready(pod, ready_cond, created), None if placed is None else now - placed))
         if restarts(pod.get("status") or {}):
             restarting += 1
         sched = _condition(pod, "PodScheduled")
@@ -195,7 +202,8 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
                 message = str(sched.get("message") or "unschedulable")
     return TargetState(
         exists=True,
-        replicas=int(spec.get("replicas", 1) or 0),
+        # absent or null: the API server's default, 1 (read as 0 it passed for a Deployment scaled to 0 by hand)
+        replicas=1 if spec.get("replicas") is None else int(spec["replicas"]),
         ready_pods=frozenset(ready),
         pending=pending,
         capacity_blocked=blocked,
@@ -205,6 +213,25 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
         restarting=restarting,
         unready=tuple(unready),
     )
+
+
+# A pod placed for longer than this many times-to-ready (and at least STUCK_SLACK past one) without becoming Ready
+# is stuck: no longer a replica on its way. A pod waiting for a node is not (CapacityBlocked says so), nor one
+# crash-looping (PodsRestarting: counted, as HPA counts it).
+STUCK_FACTOR = 2.0
+STUCK_SLACK = 300.0
+
+
+def stuck_bound(lead: float) -> float:
+    return max(STUCK_FACTOR * lead, lead + STUCK_SLACK)
+
+
+def on_their_way(ts: TargetState, lead: float) -> tuple[int, tuple[str, ...]]:
+    """The pods not Ready that a decision may count as replicas on their way, and the stuck ones it may not. No
+    more than the Deployment asks beyond its Ready pods: a rollout's surge pods are not capacity to come."""
+    bound = stuck_bound(lead)
+    stuck = tuple(sorted(u.pod for u in ts.unready if u.placed_for is not None and u.placed_for > bound))
+    return max(0, min(ts.pending - len(stuck), ts.replicas - len(ts.ready_pods))), stuck
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ CONDITION_TYPES = (
     "ScalingLimited",
     "CapacityBlocked",
     "PodsRestarting",
+    "PodsStuck",
     "Advisory",
     "Conflict",
     "PrefillStepWithinITL",

@@ -23,6 +23,7 @@ from inferscale.adapters.workload import (
     TimeToReadyMeasure,
     conflicting_autoscalers,
     measure_time_to_ready,
+    on_their_way,
     parse_time,
     rfc3339,
     starts_from_status,
@@ -65,12 +66,13 @@ from inferscale.handlers.status import (
     restarting_condition,
     slo_condition,
     status_number,
+    stuck_condition,
     target_changed,
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.telling import Told, worth_telling
-from inferscale.scaling.types import Decision, MetricsState, Observation, ScalerState
+from inferscale.scaling.types import Decision, MetricsState, Observation, Policy, ScalerState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 TEMPLATE_HASH = "inferscale.dev/template-hash"
@@ -476,7 +478,8 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     interval = max(policy.interval, rt.default_interval)
     ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, interval, policy.time_to_ready_prior)
     state = replace(prior, time_to_ready=ttr.value)
-    workload = Workload(ns, ts.replicas, ts.ready_pods, ts.pending, ts.capacity_blocked)
+    coming, _ = on_their_way(ts, _lead(ttr, policy))
+    workload = Workload(ns, ts.replicas, ts.ready_pods, coming, ts.capacity_blocked)
     obs, why = observe(
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
     )
@@ -593,6 +596,11 @@ async def _from_pods(
     return direct, text + (f"; {errors[0]}" if errors else "")
 
 
+def _lead(ttr: TimeToReadyMeasure, policy: Policy) -> float:
+    """The time-to-ready the decision leads by: measured, else the spec's."""
+    return ttr.value if ttr.value is not None else policy.time_to_ready_prior
+
+
 def _host(ip: str) -> str:
     return f"[{ip}]" if ":" in ip else ip
 
@@ -659,6 +667,7 @@ async def _write(
             else "all pods scheduled",
         ),
         restarting_condition(ts.restarting, target),
+        stuck_condition(ts, target, _lead(ttr, policy)),
         Condition(
             "Advisory",
             "True" if mode == "Advisory" else "False",

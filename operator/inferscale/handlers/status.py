@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from inferscale.adapters.workload import parse_time, rfc3339
+from inferscale.adapters.workload import TargetState, on_their_way, parse_time, rfc3339, stuck_bound
 from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer list fails the whole patch
 from inferscale.perf import PrefillStep, advice
 from inferscale.scaling.durations import format_duration
@@ -287,7 +287,26 @@ def recreate_count(status: Mapping[str, Any], low: int, high: int) -> int:
 
 
 # conditions whose True is the problem, announced with a Warning Event when they turn True
-TRUE_IS_BAD = ("CapacityBlocked", "PodsRestarting")
+TRUE_IS_BAD = ("CapacityBlocked", "PodsRestarting", "PodsStuck")
+
+
+def stuck_condition(ts: TargetState, target: str, lead: float) -> Condition:
+    """Pods placed for far longer than the time-to-ready without becoming Ready (an image that does not pull, a
+    readiness probe that never passes) are no longer counted as replicas on their way: the user must hear why
+    the operator adds replicas beside them, and that they hold GPUs for nothing."""
+    _, stuck = on_their_way(ts, lead)
+    if not stuck:
+        return Condition("PodsStuck", "False", "NoneStuck", "no pod of the target is stuck on its way to Ready")
+    named = ", ".join(stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
+    return Condition(
+        "PodsStuck",
+        "True",
+        "NotReadyLongAfterPlacement",
+        f"{len(stuck)} pod(s) of Deployment {target} ({named}) have been on a node for more than "
+        f"{format_duration(stuck_bound(lead))} (the time-to-ready of {format_duration(lead)}, twice over or 5m past "
+        "it) without becoming Ready, and no longer count as replicas on their way: an image that does not pull, a "
+        "readiness probe that never passes? They hold their GPUs: fix or delete them",
+    )
 
 
 def restarting_condition(restarting: int, target: str) -> Condition:

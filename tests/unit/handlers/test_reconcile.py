@@ -330,6 +330,38 @@ async def test_a_deployment_scaled_to_zero_by_hand_is_left_alone_until_scaled_ba
     assert ready["reason"] != "ScalingDisabled" and "decision" in kube.statuses()[-1]
 
 
+def stuck_pod(name: str, placed_ago: float) -> dict[str, Any]:
+    """Running, on a node for `placed_ago` seconds, never Ready and never restarted (an image that does not pull)."""
+    pod = ready_pod(name)
+    pod["metadata"]["creationTimestamp"] = rfc3339(NOW - placed_ago - 5)
+    placed = {"type": "PodScheduled", "status": "True", "lastTransitionTime": rfc3339(NOW - placed_ago)}
+    ready = {"type": "Ready", "status": "False", "lastTransitionTime": rfc3339(NOW - placed_ago + 1)}
+    pod["status"] = {"phase": "Running", "conditions": [placed, ready]}
+    return pod
+
+
+@pytest.mark.parametrize(("placed_ago", "scales"), [(60.0, []), (3600.0, [6])])
+async def test_a_pod_stuck_long_after_placement_is_no_replica_on_its_way_and_is_named(
+    placed_ago: float, scales: list[int]
+) -> None:
+    # saturated on 3 Ready pods of 4: the fourth, on a node for a minute, covers the need the tick asks now (a
+    # scale-up on capacity waits); on a node for an hour, it never will
+    spec = {**GOOD, "replicas": {"min": 1, "max": 8}}
+    t = saturated_tick(3, NOW)
+    t.pods["ns"].append(stuck_pod("llm-7d9f8c6b5-zzzzz", placed_ago))
+    t.deployments[("ns", "llm")] = {**DEPLOYMENT, "spec": {**DEPLOYMENT["spec"], "replicas": 4}}
+    kube = FakeKube()
+    await reconcile(runtime(kube), t, svc(spec))
+    assert kube.scales() == scales
+    (cond,) = [c for c in kube.statuses()[-1]["conditions"] if c["type"] == "PodsStuck"]
+    warnings = [e["reason"] for e in kube.events() if e["type"] == "Warning"]
+    if scales:
+        assert cond["status"] == "True" and "(llm-7d9f8c6b5-zzzzz) have been on a node for more than" in cond["message"]
+        assert "NotReadyLongAfterPlacement" in warnings
+    else:
+        assert cond["status"] == "False" and "NotReadyLongAfterPlacement" not in warnings
+
+
 async def test_crash_looping_pods_are_named_in_a_condition_and_one_warning() -> None:
     spec = {**GOOD, "replicas": {"min": 1, "max": 16}}
     kube, body = FakeKube(), svc(spec)

@@ -13,6 +13,7 @@ from inferscale.adapters.workload import (
     Unready,
     conflicting_autoscalers,
     measure_time_to_ready,
+    on_their_way,
     parse_time,
     rfc3339,
     selector_matches,
@@ -34,6 +35,7 @@ from inferscale.handlers.status import (
     refresh_due,
     slo_condition,
     status_number,
+    stuck_condition,
 )
 from inferscale.scaling import Policy, ScalerState, decide
 from inferscale.scaling.types import MetricsState, Observation
@@ -164,6 +166,9 @@ def test_target_state_counts_ready_pending_and_time_to_ready() -> None:
     looping = {**pod("e", False, "2026-01-01T00:00:00Z"), "status": {"phase": "Running", "restarts": 7}}
     ts = target_state(dep, [*pods, looping], now=1e10)
     assert ts.pending == 2 and ts.restarting == 1  # still on its way, as HPA counts it, and named
+    # replicas the API server did not default (null, or absent): its default, 1, not a Deployment scaled to 0
+    for spec in ({**dep["spec"], "replicas": None}, {"selector": dep["spec"]["selector"]}):
+        assert target_state({**dep, "spec": spec}, pods, now=1e10).replicas == 1
 
 
 def unwatched(samples: tuple[float, ...], previous: float | None, prior: float | None = None) -> float | None:
@@ -471,8 +476,13 @@ def test_a_pod_of_another_deployment_that_the_selector_also_matches_is_not_count
     stable = owned(fleet_pod("llm-7d9f8c6b5-x2x4q", 100.0), "llm-7d9f8c6b5", "7d9f8c6b5")
     canary = owned(fleet_pod("llm-canary-5c8d7f9b4-q2w5z", 100.0), "llm-canary-5c8d7f9b4", "5c8d7f9b4")
     adopted = fleet_pod("bare", 100.0)  # no controller: its ReplicaSet would adopt it
+    # another kind of controller's pods with the same labels: a StatefulSet's, a Job's (no deletion costs on them)
+    stateful = fleet_pod("llm-0", 100.0)
+    stateful["metadata"]["ownerReferences"] = [{"kind": "StatefulSet", "name": "llm", "controller": True}]
+    job = fleet_pod("llm-bench-x2x4q", 100.0)
+    job["metadata"]["ownerReferences"] = [{"kind": "Job", "name": "llm-bench", "controller": True}]
     deployment = {**DEP, "metadata": {"name": "llm"}}
-    ts = target_state(deployment, [stable, canary, adopted], T0 + 200.0)
+    ts = target_state(deployment, [stable, canary, adopted, stateful, job], T0 + 200.0)
     assert ts.ready_pods == {"llm-7d9f8c6b5-x2x4q", "bare"}
     kept = slim(canary, "pods")["metadata"]
     assert kept["ownerReferences"] == [{"kind": "ReplicaSet", "name": "llm-canary-5c8d7f9b4", "controller": True}]
@@ -481,3 +491,35 @@ def test_a_pod_of_another_deployment_that_the_selector_also_matches_is_not_count
 def test_a_figure_status_cannot_carry_is_left_out_not_written_as_infinity() -> None:
     assert status_number(1.234567) == 1.2346 and status_number(None) is None
     assert status_number(float("inf")) is None and status_number(float("nan")) is None  # json.dumps: Infinity, NaN
+
+
+def test_replicas_on_their_way_are_no_more_than_the_deployment_asks_and_none_stuck_long_after_placement() -> None:
+    lead = 120.0  # stuck past max(2 x 120 s, 120 s + 5 min) = 7 min on a node
+    ready = [fleet_pod(f"r{i}", 100.0) for i in range(3)]
+    starting = fleet_pod("starting", None)  # on a node for 2 minutes at T0 + 121
+    stuck = fleet_pod("stuck", None)  # the same pod, an hour later: an image that does not pull
+    looping = {**fleet_pod("looping", None), "status": {"phase": "Running", "restarts": 9}}
+    waiting = {**fleet_pod("waiting", None), "status": {"phase": "Pending", "conditions": []}}  # for a node
+
+    def coming(pods: list[dict[str, object]], replicas: int, now: float) -> tuple[int, tuple[str, ...]]:
+        return on_their_way(target_state({**DEP, "spec": {**DEP["spec"], "replicas": replicas}}, pods, now), lead)
+
+    assert coming([*ready, starting], 4, T0 + 121.0) == (1, ())
+    assert coming([*ready, stuck], 4, T0 + 3600.0) == (0, ("stuck",))
+    assert coming([*ready, stuck], 4, T0 + 420.0) == (1, ())  # 7 min on its node: not yet
+    # a crash loop still counts, as HPA counts it (PodsRestarting names it), and so does a pod waiting for a node
+    assert coming([*ready, looping, waiting], 5, T0 + 3600.0) == (2, ())
+    # a rollout's surge: two new pods beside three Ready old ones, for 4 replicas: one more to come, not two
+    assert coming([*ready, starting, fleet_pod("surge", None)], 4, T0 + 121.0) == (1, ())
+    assert coming([*ready, starting], 3, T0 + 121.0) == (0, ())  # a pod on its way out
+
+
+def test_a_stuck_pod_is_named_in_a_condition() -> None:
+    ts = target_state(DEP, [*(fleet_pod(f"r{i}", 100.0) for i in range(3)), fleet_pod("stuck", None)], T0 + 3600.0)
+    cond = stuck_condition(ts, "llm", 120.0)
+    assert (cond.status, cond.reason) == ("True", "NotReadyLongAfterPlacement")
+    assert cond.message.startswith(
+        "1 pod(s) of Deployment llm (stuck) have been on a node for more than 7m (the time-to-ready of 2m, twice over "
+        "or 5m past it) without becoming Ready, and no longer count as replicas on their way"
+    )
+    assert stuck_condition(ts, "llm", 3600.0).status == "False"  # within twice a slow model's hour
