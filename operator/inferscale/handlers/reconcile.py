@@ -187,8 +187,12 @@ async def _problem(
     edited = status.get("observedGeneration") not in (None, meta.get("generation"))
     problems = [c for c in conditions if c.status != "True" or c.type == "Conflict"]
     reworded = any(condition_reworded(previous, c) for c in problems)
-    if edited or reworded or any(condition_changed(previous, c) for c in problems):
+    told = (event_reason, message, meta.get("generation"))
+    news = edited or reworded or any(condition_changed(previous, c) for c in problems)
+    # status writes refused for good leave `previous` where it was: told once by this process, not every tick
+    if news and rt.told_problems.get(meta.get("uid") or "") != told:
         await post_event(rt, body, "Warning", event_reason, message, now)
+    rt.told_problems[meta.get("uid") or ""] = told
     # the engine's assessment outlives a problem with the target, so it is not announced again when that clears
     engine = held(previous, prefill_condition(None, None, lengths_known=False))
     if engine.status != "Unknown":
@@ -306,12 +310,18 @@ async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     metrics.STATUS_WRITES.labels("ahead").inc()
     written = await _write_own_status(rt, body, path, {"scaler": state_to_status(state)})
+    uid = meta.get("uid") or path
     if written or written is None:  # None: edited since the list, so the decision is not the spec's: no warning
+        rt.deferred_scales.discard(uid)
         return bool(written)
-    await post_event(
-        rt, body, "Warning", "ScaleDeferred", "could not record the scale event in status; not scaled", now
-    )
+    if uid not in rt.deferred_scales:  # once while the writes are refused, not every tick
+        rt.deferred_scales.add(uid)
+        msg = "could not record the scale event in status, so nothing is scaled until it can (the log has the error)"
+        await post_event(rt, body, "Warning", "ScaleDeferred", msg, now)
     return False
+
+
+CONFLICTS_TOLD = 3  # scales refused as conflicts in a row before Ready says so: one is a race, three a pattern
 
 
 def _refused(refusal: ScaleRefusal) -> str:
@@ -514,7 +524,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     steer: str | None = ""
     refusal = rt.refused_scales.get(uid)
     if decision.changed and not advisory and refusal is not None and now < refusal.retry_at:
-        failed = Condition("Ready", "False", "ScaleFailed", _refused(refusal))  # not tried again yet
+        failed = Condition("Ready", "False", refusal.reason, _refused(refusal))  # not tried again yet
     elif decision.changed and not advisory:
         ahead = await _record_ahead(rt, body, decision.state, now)
     if ahead and rt.deletion_cost and decision.replicas < decision.current:
@@ -530,13 +540,32 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
             # last write not yet seen, a kubectl scale), the server refuses and the next tick decides again.
             patch["metadata"] = {"resourceVersion": version}
         try:
-            await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{target}/scale", patch)
-            acted = True
-            rt.refused_scales.pop(uid, None)
+            answer = await rt.kube.merge_patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{target}/scale", patch)
+            rt.scale_conflicts.pop(uid, None)
+            got = (answer.get("spec") or {}).get("replicas")
+            if isinstance(got, int) and not isinstance(got, bool) and got != decision.replicas:
+                # a mutating webhook or policy set another count: asked again every tick, it was a scale Event,
+                # a history entry and a status that said the asked count, every tick
+                metrics.KUBE_ERRORS.labels("scale_altered").inc()
+                why = f"asked Deployment {target} for {decision.replicas} replicas, the API server set {got}"
+                why += " (a mutating webhook or policy on deployments/scale?)"
+                refusal = rt.refuse_scale(uid, now, why, "ScaleAltered")
+                failed = Condition("Ready", "False", refusal.reason, _refused(refusal))
+            else:
+                acted = True
+                rt.refused_scales.pop(uid, None)
         except KubeError as e:
             if e.status == 409 and version:
                 metrics.KUBE_ERRORS.labels("scale_conflict").inc()
                 rt.logger.info("%s/%s: Deployment %s changed since the cache read it; deciding again", ns, name, target)
+                streak = rt.scale_conflicts[uid] = rt.scale_conflicts.get(uid, 0) + 1
+                if streak >= CONFLICTS_TOLD:
+                    msg = (
+                        f"scaling {target} to {decision.replicas} was refused {streak} ticks in a row: the Deployment "
+                        "changed each time since the operator's cache read it (another writer of it, or a watch "
+                        "that lags)"
+                    )
+                    failed = Condition("Ready", "False", "ScaleConflict", msg)
             elif e.status == 0 or e.status >= 500:
                 # no answer, or the server's own failure (a 504, etcd timing out): the write may have landed. A
                 # scale-down stays counted as made, the safe side, as when the operator dies between record and
@@ -687,11 +716,17 @@ async def _write(
         ),
         prefill,
     ]
+    # what this process last saw of each condition: with status writes refused for good `previous` stays where
+    # it was, and each tick would announce the same conditions again
+    seen = rt.seen_conditions.setdefault(meta.get("uid") or f"{ns}/{name}", {})
+    rt.told_problems.pop(meta.get("uid") or "", None)
     for c in conditions:
-        if c.type in ("Ready", "MetricsAvailable", *TRUE_IS_BAD, prefill.type) and condition_changed(previous, c):
+        watched = c.type in ("Ready", "MetricsAvailable", *TRUE_IS_BAD, prefill.type)
+        if watched and condition_changed(previous, c) and seen.get(c.type) != (c.status, c.reason):
             bad = (c.status == "True") if c.type in TRUE_IS_BAD else (c.status == "False")
             if bad:
                 await post_event(rt, body, "Warning", c.reason, c.message, now)
+        seen[c.type] = (c.status, c.reason)
     metrics.set_conditions(ns, name, ((c.type, c.status == "True", c.reason) for c in conditions))
 
     history = status.get("history")

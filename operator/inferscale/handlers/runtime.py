@@ -33,6 +33,7 @@ class ScaleRefusal:
     retry_at: float
     delay: float
     message: str
+    reason: str = "ScaleFailed"  # Ready's, until the scale is tried again
 
 
 @dataclass
@@ -44,6 +45,12 @@ class Runtime:
     instance: str = field(default_factory=socket.gethostname)
     last_decided: dict[str, float] = field(default_factory=dict)  # service uid -> when it last decided
     last_told: dict[str, Told] = field(default_factory=dict)  # service uid -> the decision last logged
+    # service uid -> each condition type's (status, reason) as this process last saw it, and the problem last
+    # announced: an Event once, not every tick, while the status that would say it was announced cannot be written
+    seen_conditions: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    told_problems: dict[str, tuple[object, ...]] = field(default_factory=dict)
+    deferred_scales: set[str] = field(default_factory=set)  # service uids told a scale waits for its status write
+    scale_conflicts: dict[str, int] = field(default_factory=dict)  # service uid -> scales refused as 409 in a row
     # service uid -> the managed template hash whose update the API server refused, announced once
     refused_templates: dict[str, str] = field(default_factory=dict)
     refused_scales: dict[str, ScaleRefusal] = field(default_factory=dict)  # service uid -> its last refused scale
@@ -58,10 +65,10 @@ class Runtime:
     # the engines' own /metrics read through a Prometheus outage, kept between ticks for their rates (podPort)
     pod_reads: PodReads = field(default_factory=PodReads)
 
-    def refuse_scale(self, uid: str, now: float, message: str) -> ScaleRefusal:
+    def refuse_scale(self, uid: str, now: float, message: str, reason: str = "ScaleFailed") -> ScaleRefusal:
         last = self.refused_scales.get(uid)
         delay = min(2 * last.delay, REFUSED_SCALE_MAX) if last is not None else REFUSED_SCALE_RETRY
-        self.refused_scales[uid] = refusal = ScaleRefusal(now + delay, delay, message)
+        self.refused_scales[uid] = refusal = ScaleRefusal(now + delay, delay, message, reason)
         return refusal
 
     def forget_absent(self, services: set[str], pods: set[str]) -> None:
@@ -69,6 +76,10 @@ class Runtime:
         created would otherwise stay for as long as the operator runs."""
         self.last_decided = {u: t for u, t in self.last_decided.items() if u in services}
         self.last_told = {u: t for u, t in self.last_told.items() if u in services}
+        self.seen_conditions = {u: c for u, c in self.seen_conditions.items() if u in services}
+        self.told_problems = {u: p for u, p in self.told_problems.items() if u in services}
+        self.deferred_scales &= services
+        self.scale_conflicts = {u: n for u, n in self.scale_conflicts.items() if u in services}
         self.refused_templates = {u: h for u, h in self.refused_templates.items() if u in services}
         self.refused_scales = {u: r for u, r in self.refused_scales.items() if u in services}
         self.last_lengths = {u: lengths for u, lengths in self.last_lengths.items() if u in services}

@@ -32,6 +32,7 @@ class FakeKube:
         self.calls: list[tuple[str, str, Any]] = []
         self.fail = fail or {}
         self.strict: list[str] = []  # paths written with fieldValidation=Strict
+        self.answers: dict[str, dict[str, Any]] = {}  # a path fragment -> what a merge patch there answers
 
     def _check(self, path: str) -> None:
         for frag, status in self.fail.items():
@@ -43,7 +44,7 @@ class FakeKube:
         if strict:
             self.strict.append(path)
         self._check(path)
-        return {}
+        return next((a for frag, a in self.answers.items() if frag in path), {})
 
     async def json_patch(self, path: str, ops: Any, strict: bool = False) -> None:
         self.calls.append(("PATCH", path, ops))
@@ -233,6 +234,48 @@ async def test_a_scale_refused_twice_in_a_row_leaves_no_scale_event_behind() -> 
         for written in kube.statuses():  # what the API server holds after the tick's merge patches
             left.update(written)
     assert left["scaler"]["scaleEvents"] == []
+
+
+async def test_a_scale_refused_as_a_conflict_tick_after_tick_is_said_once_in_ready() -> None:
+    versioned = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "resourceVersion": "42"}}
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    kube, status = FakeKube(fail={"/scale": 409}), {}
+    rt = runtime(kube)
+    readies = []
+    for i in range(5):
+        await reconcile(rt, tick(at=NOW + 10 * i, deployments={("ns", "llm"): versioned}), svc(spec, status))
+        status = merged(status, kube.statuses()[-1])
+        readies.append(next(c["reason"] for c in status["conditions"] if c["type"] == "Ready"))
+    assert kube.scales() == [3] * 5  # a race each time: tried again at the next tick, as before
+    assert readies == ["Scaling", "Scaling", "ScaleConflict", "ScaleConflict", "ScaleConflict"]
+    assert [e["reason"] for e in kube.events() if e["type"] == "Warning"].count("ScaleConflict") == 1
+
+
+async def test_a_scale_the_api_server_sets_to_another_count_is_not_made_again_every_tick() -> None:
+    kube, status = FakeKube(), {}
+    kube.answers["/scale"] = {"spec": {"replicas": 3}}  # a mutating webhook caps it
+    rt = runtime(kube)
+    spec = {**GOOD, "replicas": {"min": 4, "max": 8}}
+    for i in range(8):
+        await reconcile(rt, tick(at=NOW + 10 * i), svc(spec, status))
+        status = merged(status, kube.statuses()[-1])
+    assert 1 < len(kube.scales()) <= 3  # 70 s: tried at 0, after 30 s, after 60 more at the soonest
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["reason"] == "ScaleAltered"
+    assert ready["message"].startswith("asked Deployment llm for 4 replicas, the API server set 3")
+    assert not [e for e in kube.events() if e["reason"] == "ScaledUp"] and status["scaler"]["scaleEvents"] == []
+    assert [e["reason"] for e in kube.events() if e["type"] == "Warning"].count("ScaleAltered") == 1
+
+
+@pytest.mark.parametrize("refusal", [422, 403])
+async def test_status_writes_refused_for_good_are_announced_once_not_every_tick(refusal: int) -> None:
+    kube = FakeKube(fail={"/status": refusal})
+    rt = runtime(kube)
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}  # would scale 2 -> 3, with Prometheus down
+    for i in range(6):
+        await reconcile(rt, tick(at=NOW + 10 * i), svc(spec))
+    assert kube.scales() == []  # never without the record of its event
+    assert sorted(e["reason"] for e in kube.events()) == ["MetricsMissing", "ScaleDeferred"]
 
 
 async def test_advisory_mode_records_no_scale_event_ahead() -> None:
