@@ -481,6 +481,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     moved = target_changed(status, target, ts.uid)
     prior = state_from_status(None if moved else status.get("scaler"))
     if moved:
+        rt.refused_scales.pop(uid, None)  # the old Deployment's refusal (a 404 as it went) is not the new one's
         msg = f"{moved}: the decision state starts afresh (a scale-down from {ts.replicas} waits a window)"
         await post_event(rt, body, "Normal", "TargetChanged", msg, now)
     starts = Starts() if moved else starts_from_status(status.get("timeToReady"))

@@ -278,6 +278,19 @@ async def test_status_writes_refused_for_good_are_announced_once_not_every_tick(
     assert sorted(e["reason"] for e in kube.events()) == ["MetricsMissing", "ScaleDeferred"]
 
 
+async def test_a_deployment_recreated_after_a_404_is_scaled_at_once_not_after_the_old_ones_refusal() -> None:
+    spec = {**GOOD, "replicas": {"min": 3, "max": 4}}
+    kube, status = FakeKube(fail={"/scale": 404}), {}  # deleted between the list and the scale
+    rt = runtime(kube)
+    await reconcile(rt, tick(at=NOW), svc(spec, status))
+    status = merged(status, kube.statuses()[-1])
+    kube.fail = {}
+    recreated = {**DEPLOYMENT, "metadata": {**DEPLOYMENT["metadata"], "uid": "d2"}}
+    await reconcile(rt, tick(at=NOW + 10, deployments={("ns", "llm"): recreated}), svc(spec, status))
+    assert kube.scales() == [3, 3]
+    assert "ScaleFailed" not in [c["reason"] for c in kube.statuses()[-1]["conditions"]]
+
+
 async def test_advisory_mode_records_no_scale_event_ahead() -> None:
     kube = FakeKube()
     spec = {**GOOD, "replicas": {"min": 3, "max": 4}, "mode": "Advisory"}
