@@ -23,6 +23,12 @@ SCALE_ACTIONS = Counter(
     "inferscale_scale_actions", "Writes to the target's /scale.", (*_SERVICE, "direction"), registry=REGISTRY
 )
 CONDITION = Gauge("inferscale_condition", "Status conditions: 1 True, 0 False.", (*_SERVICE, "type"), registry=REGISTRY)
+SERVICE_MODEL = Gauge(
+    "inferscale_service_model",
+    "1 for each service and the model_name its engines serve: the dashboard picks a service's engine series by it.",
+    (*_SERVICE, "model_name"),
+    registry=REGISTRY,
+)
 NOT_READY = Gauge(
     "inferscale_not_ready",
     "1 while a service's Ready condition is False, labelled with its reason (ScaleFailed, TargetNotFound, "
@@ -86,6 +92,7 @@ TICK_INTERVAL = Gauge("inferscale_tick_interval_seconds", "The operator's tick (
 # the condition types each service's gauge carries now, so that a type its status no longer has is dropped
 _CONDITION_TYPES: dict[tuple[str, str], set[str]] = {}
 _NOT_READY: dict[tuple[str, str], str] = {}  # service -> the reason its Ready condition is False for
+_MODELS: dict[tuple[str, str], str] = {}  # service -> the model_name it was last decided on
 _PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
     (DESIRED, _SERVICE),
     (CURRENT, _SERVICE),
@@ -94,6 +101,7 @@ _PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
     (SCALE_ACTIONS, (*_SERVICE, "direction")),
     (CONDITION, (*_SERVICE, "type")),
     (NOT_READY, (*_SERVICE, "reason")),
+    (SERVICE_MODEL, (*_SERVICE, "model_name")),
 )
 
 
@@ -116,6 +124,15 @@ def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bo
     if not_ready is not None:
         NOT_READY.labels(namespace, name, not_ready).set(1)
         _NOT_READY[(namespace, name)] = not_ready
+
+
+def set_model(namespace: str, name: str, model: str) -> None:
+    """The model_name the service's engines serve; one series, whatever the spec said before."""
+    was = _MODELS.get((namespace, name))
+    if was is not None and was != model:
+        SERVICE_MODEL.remove(namespace, name, was)
+    SERVICE_MODEL.labels(namespace, name, model).set(1)
+    _MODELS[(namespace, name)] = model
 
 
 def forget_figures(namespace: str, name: str) -> None:
@@ -141,6 +158,7 @@ def forget_services(listed: set[tuple[str, str]], unread: Callable[[str], bool])
             metric.remove(*values)
             _CONDITION_TYPES.pop((values[0], values[1]), None)
             _NOT_READY.pop((values[0], values[1]), None)
+            _MODELS.pop((values[0], values[1]), None)
 
 
 class RequestCounts(Collector):

@@ -519,6 +519,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     )
     rates = rt.history.get(key) or ()
     decision = decide(obs, policy, state, now, rates)
+    metrics.set_model(ns, name, spec.model.name)
 
     acted = ahead = unconfirmed = False
     failed: Condition | None = None

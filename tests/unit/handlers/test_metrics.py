@@ -60,3 +60,16 @@ def test_a_service_no_longer_listed_loses_its_series_unless_its_namespace_went_u
     assert REGISTRY.get_sample_value("inferscale_decisions_total", labels) is None
     assert _condition("m2", "llm", "MetricsAvailable") == 0  # the listed one keeps its own
     assert REGISTRY.get_sample_value("inferscale_desired_replicas", {"namespace": "m2", "name": "llm"}) == 3
+
+
+def test_a_service_has_one_model_series_the_one_it_was_last_decided_on() -> None:
+    def model(name: str) -> float | None:
+        return REGISTRY.get_sample_value(
+            "inferscale_service_model", {"namespace": "m4", "name": "s", "model_name": name}
+        )
+
+    metrics.set_model("m4", "s", "llama")
+    metrics.set_model("m4", "s", "qwen")  # the spec's model.name edited
+    assert (model("llama"), model("qwen")) == (None, 1)
+    metrics.forget_services(set(), lambda ns: False)
+    assert model("qwen") is None

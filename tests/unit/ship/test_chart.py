@@ -483,8 +483,12 @@ def test_dashboard_covers_each_service_view(render: Render) -> None:
         "inferscale_decisions_total",
     ):
         assert metric in exprs
-    variables = {v["name"] for v in dashboard["templating"]["list"]}
-    assert {"namespace", "name", "model"} <= variables
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert {"namespace", "name", "model"} <= set(variables)
+    # a service with a problem has no replica figures, only conditions; the engine panels follow its model
+    assert "inferscale_condition" in variables["name"]["definition"]
+    assert variables["model"]["definition"].startswith("label_values(inferscale_service_model{")
+    assert 'name="$name"' in variables["model"]["definition"]
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))
 
@@ -664,8 +668,9 @@ def test_the_dashboard_s_engine_panels_read_every_engine_the_operator_reads(rend
     promtool = tool("promtool", "make setup (Debian's prometheus)")
     result = subprocess.run([promtool, "test", "rules", "tests.yml"], cwd=tmp_path, capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr  # empty panels on vLLM before 0.10 and on SGLang
+    # the model list is the operator's, whatever engine serves it (it was vLLM's gauge alone, then SGLang's too)
     (model,) = [v for v in dashboard["templating"]["list"] if v["name"] == "model"]
-    assert "sglang:num_running_reqs" in model["query"]["query"]
+    assert "inferscale_service_model" in model["query"]["query"]
 
 
 def _alerts_rules(render: Render, tmp_path: Any, *names: str) -> dict[str, dict[str, Any]]:
