@@ -476,8 +476,8 @@ def main(argv: list[str] | None = None) -> int:
     for line in scalings[:4]:
         print("  " + line)
     print(
-        f"{len(decisions)} decisions told (each scale, each new reason to hold, a minute apart while the SLO is "
-        f"missed), from {OUT / 'operator.log'}:"
+        f"{len(decisions)} decisions told (each scale; each hold that is news: metrics missing, a limit, a breach "
+        f"that begins or ends; a minute apart while the SLO is missed), from {OUT / 'operator.log'}:"
     )
     for line in decisions[:12]:
         print("  " + (line if len(line) <= 160 else line[:157] + "..."))
