@@ -150,9 +150,9 @@ def owned_by_another(meta: Obj, deployment: str) -> bool:
     stable Deployment's selector), or no ReplicaSet at all (a StatefulSet's, a Job's). HPA counts such pods;
     their load and their deletion costs are not ours. A pod without a controller is the ReplicaSet's to adopt."""
     for owner in meta.get("ownerReferences") or ():
-        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") != "ReplicaSet":
-            return True
-        if isinstance(owner, Mapping) and owner.get("controller") and owner.get("kind") == "ReplicaSet":
+        if isinstance(owner, Mapping) and owner.get("controller"):
+            if owner.get("kind") != "ReplicaSet":
+                return True
             template_hash = (meta.get("labels") or {}).get("pod-template-hash")
             name = str(owner.get("name", ""))
             return name != f"{deployment}-{template_hash}" if template_hash else not name.startswith(f"{deployment}-")
@@ -181,19 +181,19 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
             continue
         name, created = str(meta.get("name")), parse_time(meta.get("creationTimestamp"))
         ready_cond = _condition(pod, "Ready")
+        restarted = bool(restarts(pod.get("status") or {}))
         if ready_cond and ready_cond.get("status") == "True":
             ready.add(name)
             # a restarted container's Ready time is its restart's, not the start-up's
             became = parse_time(ready_cond.get("lastTransitionTime"))
-            seconds = None if restarts(pod.get("status") or {}) else _start_up(pod, created, became)
+            seconds = None if restarted else _start_up(pod, created, became)
             if seconds is not None and created is not None and became is not None:
                 starts.append(Start(name, seconds, now - created, now - became))
             continue
         pending += 1
-        placed = None if restarts(pod.get("status") or {}) else _placed(pod)
+        placed = None if restarted else _placed(pod)
         unready.append(Unready(name, _never_ready(pod, ready_cond, created), None if placed is None else now - placed))
-        if restarts(pod.get("status") or {}):
-            restarting += 1
+        restarting += restarted
         sched = _condition(pod, "PodScheduled")
         if sched and sched.get("status") == "False" and sched.get("reason") == "Unschedulable":
             since = parse_time(sched.get("lastTransitionTime")) or parse_time(meta.get("creationTimestamp")) or now

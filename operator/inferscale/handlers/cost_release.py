@@ -20,6 +20,7 @@ from inferscale.handlers import metrics
 from inferscale.handlers.collector import Obj, Tick
 from inferscale.handlers.runtime import Runtime
 from inferscale.handlers.scale_down import patch_cost
+from inferscale.handlers.status import first_few
 
 BATCH = 100  # pods released per tick: a fleet stood down at once is released over a few ticks, not in a burst
 DEADLINE = 5.0  # the releases come after the tick's decisions; past this the rest wait for the next tick
@@ -89,11 +90,7 @@ async def release_costs(rt: Runtime, tick: Tick) -> int:
         names = [
             f"{_meta(p).get('namespace')}/{_meta(p).get('name')}" for p, e in zip(due, answers, strict=True) if not e
         ]
-        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
         rt.logger.info(
-            "took inferscale's deletion cost off %d pod(s) no InferenceService scales: %s%s",
-            released,
-            ", ".join(names[:3]),
-            more,
+            "took inferscale's deletion cost off %d pod(s) no InferenceService scales: %s", released, first_few(names)
         )
     return released

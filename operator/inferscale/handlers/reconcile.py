@@ -190,9 +190,10 @@ async def _problem(
     told = (event_reason, message, meta.get("generation"))
     news = edited or reworded or any(condition_changed(previous, c) for c in problems)
     # status writes refused for good leave `previous` where it was: told once by this process, not every tick
-    if news and rt.told_problems.get(meta.get("uid") or "") != told:
+    key = _service_key(meta)
+    if news and rt.told_problems.get(key) != told:
         await post_event(rt, body, "Warning", event_reason, message, now)
-    rt.told_problems[meta.get("uid") or ""] = told
+    rt.told_problems[key] = told
     # the engine's assessment outlives a problem with the target, so it is not announced again when that clears
     engine = held(previous, prefill_condition(None, None, lengths_known=False))
     if engine.status != "Unknown":
@@ -310,7 +311,7 @@ async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     metrics.STATUS_WRITES.labels("ahead").inc()
     written = await _write_own_status(rt, body, path, {"scaler": state_to_status(state)})
-    uid = meta.get("uid") or path
+    uid = _service_key(meta)
     if written or written is None:  # None: edited since the list, so the decision is not the spec's: no warning
         rt.deferred_scales.discard(uid)
         return bool(written)
@@ -627,6 +628,11 @@ async def _from_pods(
     return direct, text + (f"; {errors[0]}" if errors else "")
 
 
+def _service_key(meta: Mapping[str, Any]) -> str:
+    """What the runtime keeps a service's memory under: its uid, else its namespace/name."""
+    return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+
+
 def _lead(ttr: TimeToReadyMeasure, policy: Policy) -> float:
     """The time-to-ready the decision leads by: measured, else the spec's."""
     return ttr.value if ttr.value is not None else policy.time_to_ready_prior
@@ -720,8 +726,8 @@ async def _write(
     ]
     # what this process last saw of each condition: with status writes refused for good `previous` stays where
     # it was, and each tick would announce the same conditions again
-    seen = rt.seen_conditions.setdefault(meta.get("uid") or f"{ns}/{name}", {})
-    rt.told_problems.pop(meta.get("uid") or "", None)
+    seen = rt.seen_conditions.setdefault(_service_key(meta), {})
+    rt.told_problems.pop(_service_key(meta), None)
     for c in conditions:
         watched = c.type in ("Ready", "MetricsAvailable", *TRUE_IS_BAD, prefill.type)
         if watched and condition_changed(previous, c) and seen.get(c.type) != (c.status, c.reason):
@@ -768,7 +774,7 @@ async def _write(
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
     made = ("scaler", "lastScaleTime", "history") if acted else ("scaler",) if retract else ()
     await _patch_status(rt, body, new_status, now, force=retract, keep=made)
-    _log_decision(rt, meta.get("uid") or f"{ns}/{name}", f"{ns}/{name}", decision, acted, now)
+    _log_decision(rt, _service_key(meta), f"{ns}/{name}", decision, acted, now)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])
     metrics.READY.labels(ns, name).set(len(ts.ready_pods))

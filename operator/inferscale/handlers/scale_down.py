@@ -20,6 +20,7 @@ from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.workload import TargetState
 from inferscale.handlers import metrics
 from inferscale.handlers.runtime import Runtime, post_event
+from inferscale.handlers.status import first_few
 
 # The writes come before the scale in the same tick: past this, the scale goes ahead without them, so a
 # slow API server delays neither the scale-down nor the other services' ticks by more.
@@ -90,9 +91,7 @@ async def steer_scale_down(
     theirs = foreign_costs(ready)
     if theirs:
         # someone else ranks these pods: overwriting their costs would undo a choice made on purpose
-        more = f" and {len(theirs) - 3} more" if len(theirs) > 3 else ""
-        named = ", ".join(theirs[:3])
-        return f"the ReplicaSet ranks the pods by the {ANNOTATION} set on {named}{more}, not by inferscale"
+        return f"the ReplicaSet ranks the pods by the {ANNOTATION} set on {first_few(theirs)}, not by inferscale"
     try:
         written = await write_costs(rt.kube, ns, ready, costs, DEADLINE)
     except Exception:  # a bug here must not cost the scale-down its place after the record written ahead

@@ -286,6 +286,11 @@ def recreate_count(status: Mapping[str, Any], low: int, high: int) -> int:
     return min(max(last, low), high)
 
 
+def first_few(names: Sequence[str], shown: int = 3) -> str:
+    """The first names of a list a message quotes, and how many more there are."""
+    return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
 # conditions whose True is the problem, announced with a Warning Event when they turn True
 TRUE_IS_BAD = ("CapacityBlocked", "PodsRestarting", "PodsStuck")
 
@@ -297,12 +302,11 @@ def stuck_condition(ts: TargetState, target: str, lead: float) -> Condition:
     _, stuck = on_their_way(ts, lead)
     if not stuck:
         return Condition("PodsStuck", "False", "NoneStuck", "no pod of the target is stuck on its way to Ready")
-    named = ", ".join(stuck[:3]) + (f" and {len(stuck) - 3} more" if len(stuck) > 3 else "")
     return Condition(
         "PodsStuck",
         "True",
         "NotReadyLongAfterPlacement",
-        f"{len(stuck)} pod(s) of Deployment {target} ({named}) have been on a node for more than "
+        f"{len(stuck)} pod(s) of Deployment {target} ({first_few(stuck)}) have been on a node for more than "
         f"{format_duration(stuck_bound(lead))} (the time-to-ready of {format_duration(lead)}, twice over or 5m past "
         "it) without becoming Ready, and no longer count as replicas on their way: an image that does not pull, a "
         "readiness probe that never passes? They hold their GPUs: fix or delete them",
