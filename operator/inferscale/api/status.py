@@ -87,7 +87,14 @@ class Forecast(BaseModel):
 
     request_rate: float | None = Field(default=None, description="Forecast requests per second.")
     horizon: str | None = Field(default=None, description="How far ahead (duration).")
-    method: str | None = Field(default=None, description="Forecasting method.")
+    method: str | None = Field(
+        default=None,
+        description=(
+            "How requestRate was made: seasonal (the level plus the same hour's change on past days), holt"
+            " (the recent trend), peak (the recent peak: short history, or a projection below it); unset with"
+            " no forecast."
+        ),
+    )
 
 
 class PodStart(BaseModel):

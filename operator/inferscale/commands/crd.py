@@ -8,6 +8,6 @@ from inferscale.api.crd import crd_yaml
 
 
 def crd() -> None:
-    """Print the InferenceService CustomResourceDefinition (YAML). Regenerate the committed copies with
-    `inferscale crd > crds/inferscale.dev_inferenceservices.yaml`."""
+    """Print the InferenceService CustomResourceDefinition (YAML). In a checkout, `make crds` regenerates
+    every committed copy (crds/, the chart's, deploy/) and docs/api.md from it."""
     typer.echo(crd_yaml(), nl=False)

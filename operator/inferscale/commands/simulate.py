@@ -550,8 +550,9 @@ def simulate(
         Path | None,
         typer.Option(
             "--decisions",
-            help="Write inferscale's decisions here as JSON Lines: every scale, every tick whose reason "
-            "changed, and one a minute while the SLO is missed, with the message the operator would give.",
+            help="Write inferscale's decisions here as JSON Lines: every scale, every hold that is news (a "
+            "routine hold at the count told last is not), and one a minute while the SLO is missed, with the "
+            "message the operator would give.",
         ),
     ] = None,
     workers: WorkersOpt = 0,

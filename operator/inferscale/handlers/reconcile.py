@@ -752,6 +752,7 @@ async def _write(
         "forecast": {
             "requestRate": status_number(decision.forecast_rps),
             "horizon": format_duration(decision.horizon),
+            "method": decision.forecast_method,
         },
         "timeToReady": {
             "measured": format_duration(ttr.value) if ttr.value is not None else None,

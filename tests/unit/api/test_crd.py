@@ -19,7 +19,7 @@ from inferscale.scaling.schedule import cron_problem
 ROOT = Path(__file__).resolve().parents[3]
 COMMITTED = ROOT / "crds" / "inferscale.dev_inferenceservices.yaml"
 CHART_COPY = ROOT / "charts" / "inferscale" / "crds" / "inferscale.dev_inferenceservices.yaml"
-REGENERATE = "run `inferscale crd > crds/inferscale.dev_inferenceservices.yaml` and copy it to charts/inferscale/crds/"
+REGENERATE = "run `make crds`"
 
 
 def _schema() -> dict[str, Any]:

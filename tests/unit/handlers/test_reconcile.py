@@ -686,9 +686,13 @@ async def test_a_history_that_stopped_an_hour_ago_gives_no_forecast_rather_than_
     rt = Runtime(kube=FakeKube(), default_interval=10.0, history={((), "ns", "m", "llm"): stopped})  # type: ignore[arg-type]
     decision = await reconcile(rt, tick(), svc(GOOD))
     assert decision is not None and decision.forecast_rps is None
-    fresh = Runtime(kube=FakeKube(), default_interval=10.0, history={((), "ns", "m", "llm"): flat(500.0)})  # type: ignore[arg-type]
+    assert rt.kube.statuses()[-1]["forecast"] == {"requestRate": None, "horizon": "3m", "method": None}  # type: ignore[attr-defined]
+    kube = FakeKube()
+    fresh = Runtime(kube=kube, default_interval=10.0, history={((), "ns", "m", "llm"): flat(500.0)})  # type: ignore[arg-type]
     decision = await reconcile(fresh, tick(), svc(GOOD))
     assert decision is not None and decision.forecast_rps == pytest.approx(500.0)
+    # the status says how the figure was made: ten minutes of one-minute points are enough for a trend
+    assert kube.statuses()[-1]["forecast"]["method"] == "holt"
 
 
 def ready_pod(name: str) -> dict[str, Any]:
