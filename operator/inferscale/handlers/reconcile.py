@@ -105,8 +105,27 @@ def _identity(meta: Any) -> tuple[Any, Any]:
     return (meta.get("uid"), meta.get("generation")) if isinstance(meta, Mapping) else (None, None)
 
 
+def _scale_events(status: Any) -> frozenset[tuple[float, int, int]]:
+    """The (at, from, to) of each scale event a status's scaler records; an entry that does not parse is left out,
+    as `state_from_status` leaves it."""
+    scaler = status.get("scaler") if isinstance(status, Mapping) else None
+    events = scaler.get("scaleEvents") if isinstance(scaler, Mapping) else None
+    out: set[tuple[float, int, int]] = set()
+    for e in events if isinstance(events, list) else ():
+        if isinstance(e, Mapping) and isinstance(e.get("at"), int | float):
+            out.add((float(e["at"]), e.get("from"), e.get("to")))  # type: ignore[arg-type]
+    return frozenset(out)
+
+
+CONTENDED = (
+    "another writer recorded a scale of this service after this tick read it (a second inferscale without "
+    "leader election, or a second install watching this namespace?): this process does not write its status "
+    "over that record, and decides again on it next tick"
+)
+
+
 async def _write_own_status(
-    rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any], keep: Sequence[str] = ()
+    rt: Runtime, body: Mapping[str, Any], path: str, status: Mapping[str, Any], now: float, keep: Sequence[str] = ()
 ) -> bool | None:
     """The tick's status write, on the resourceVersion the tick read (or its own last write left): a write
     that reaches the server late, sent into a network partition and carried out after another leader wrote,
@@ -130,18 +149,41 @@ async def _write_own_status(
         except KubeError as e:
             if e.status != 409 or not version:
                 raise
-            fresh = (await rt.kube.get(path.removesuffix("/status"))).get("metadata") or {}
+            current = await rt.kube.get(path.removesuffix("/status"))
+            fresh = current.get("metadata") or {}
             if _identity(fresh) != _identity(meta):
                 rt.logger.info("%s: the spec changed since the tick read it; deciding again next tick", path)
                 if not keep or _identity(fresh)[0] != _identity(meta)[0]:
                     return None
                 status = {k: status[k] for k in keep if k in status}
+            if "scaler" in status and await _contended(rt, body, current, status, now):
+                return None
             answer = await send(fresh.get("resourceVersion"))
     except KubeError as e:
         return _status_failed(path, e, rt.logger)
     written = (answer.get("metadata") or {}).get("resourceVersion")
     if written and isinstance(meta, dict):
         meta["resourceVersion"] = written
+    if "scaler" in status:
+        rt.written_events[_service_key(meta if isinstance(meta, Mapping) else {})] = _scale_events(status)
+    return True
+
+
+async def _contended(
+    rt: Runtime, body: Mapping[str, Any], current: Mapping[str, Any], status: Mapping[str, Any], now: float
+) -> bool:
+    """Whether the status now on the server records a scale that neither the tick read, nor this write carries,
+    nor this process wrote: another process records scales of this service. Its record is what the rate limits
+    count from; a second write over it would let both processes scale within one period. Told once an Event."""
+    meta = body.get("metadata") or {}
+    key = _service_key(meta)
+    known = _scale_events(body.get("status")) | _scale_events(status) | rt.written_events.get(key, frozenset())
+    if not _scale_events(current.get("status")) - known:
+        return False
+    rt.logger.warning("%s/%s: %s", meta.get("namespace"), meta.get("name"), CONTENDED)
+    if key not in rt.told_contention:
+        rt.told_contention.add(key)
+        await post_event(rt, body, "Warning", "ConcurrentWriter", CONTENDED, now)
     return True
 
 
@@ -160,7 +202,7 @@ async def _patch_status(
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     if force or has_news(old, status):
         metrics.STATUS_WRITES.labels("written").inc()
-        await _write_own_status(rt, body, path, status, keep)
+        await _write_own_status(rt, body, path, status, now, keep)
     elif not refresh_due(old, status, now):
         metrics.STATUS_WRITES.labels("unchanged").inc()
     elif rt.refresher is not None:
@@ -170,7 +212,7 @@ async def _patch_status(
         rt.refresher.submit(path, body, written if written is not None else -math.inf)
     else:
         metrics.STATUS_WRITES.labels("refreshed").inc()
-        await _write_own_status(rt, body, path, status)
+        await _write_own_status(rt, body, path, status, now)
 
 
 async def _problem(
@@ -310,7 +352,7 @@ async def _record_ahead(rt: Runtime, body: Mapping[str, Any], state: ScalerState
     meta = body.get("metadata") or {}
     path = _cr_path(meta["namespace"], meta["name"]) + "/status"
     metrics.STATUS_WRITES.labels("ahead").inc()
-    written = await _write_own_status(rt, body, path, {"scaler": state_to_status(state)})
+    written = await _write_own_status(rt, body, path, {"scaler": state_to_status(state)}, now)
     uid = _service_key(meta)
     if written or written is None:  # None: edited since the list, so the decision is not the spec's: no warning
         rt.deferred_scales.discard(uid)

@@ -62,6 +62,10 @@ class Runtime:
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
     deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
     refused_releases: set[str] = field(default_factory=set)  # pod uids whose cost could not be taken off for good
+    # service uid -> the scale events (at, from, to) of the status.scaler this process last wrote: a status refused
+    # as a conflict is sent again only over events this process knows, never over another writer's
+    written_events: dict[str, frozenset[tuple[float, int, int]]] = field(default_factory=dict)
+    told_contention: set[str] = field(default_factory=set)  # service uids told another writer records scales
     # the engines' own /metrics read through a Prometheus outage, kept between ticks for their rates (podPort)
     pod_reads: PodReads = field(default_factory=PodReads)
 
@@ -86,6 +90,8 @@ class Runtime:
         self.refused_costs &= services
         self.deferred_costs &= services
         self.refused_releases &= pods
+        self.written_events = {u: e for u, e in self.written_events.items() if u in services}
+        self.told_contention &= services
 
 
 async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:

@@ -7,7 +7,9 @@ preconditions, as the real one does, so that what a tick reads is what the ticks
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import itertools
 import logging
 from functools import partial
 from typing import Any
@@ -191,3 +193,61 @@ async def test_a_restart_before_or_during_a_metrics_outage_holds_as_the_operator
     expected = await timeline(None, outage)
     assert min(expected[20:40]) == expected[19], "the outage holds the count"
     assert await timeline(restart_at, outage) == expected
+
+
+class Interleaving(Kube):
+    """A second process's requests land between this one's: each call yields to the other before it is served."""
+
+    def __init__(self, server: Server, events: list[dict[str, Any]]) -> None:
+        super().__init__(server)
+        self.events = events
+
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return await super().merge_patch(path, body, answer, strict)
+
+    async def get(self, path: str) -> dict[str, Any]:
+        await asyncio.sleep(0)
+        return await super().get(path)
+
+    async def create(self, path: str, body: Any, strict: bool = False) -> dict[str, Any]:
+        self.events.append(body)
+        return dict(body)
+
+
+async def burst(processes: int) -> tuple[list[int], Server, list[dict[str, Any]]]:
+    """A quiet minute, then a burst ticked by `processes` operators that list the service at the same moment."""
+    server = Server(replicas=4)
+    for i in range(8):
+        await one_tick(process(server), server, cluster(server, NOW + 10 * i, 0.5, 1.0, 8.0))
+    events: list[dict[str, Any]] = []
+    runtimes = [process(server) for _ in range(processes)]
+    for rt in runtimes:
+        rt.kube = Interleaving(server, events)  # type: ignore[assignment]
+        rt.refresher = None
+    counts = []
+    for i in range(8, 11):
+        ticks = [cluster(server, NOW + 10 * i + 0.5 * k, 0.97, 40.0, 30.0) for k in range(processes)]
+        bodies = [copy.deepcopy(server.svc) for _ in runtimes]
+        for tick, body in zip(ticks, bodies, strict=True):
+            tick.services = [body]
+        await asyncio.gather(*(reconcile(rt, t, b) for rt, t, b in zip(runtimes, ticks, bodies, strict=True)))
+        counts.append(server.replicas)
+    return counts, server, events
+
+
+async def test_two_operators_acting_at_once_scale_no_faster_than_one_and_lose_no_record_of_a_scale(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # two installs, or one without its Lease: the second's status write, refused as a conflict, was sent again
+    # over the first's record of its scale, and the rate limits counted from a record without it (8, 10, 13)
+    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
+    alone, _, _ = await burst(1)
+    counts, server, events = await burst(2)
+    assert counts == alone and alone[0] > 4  # the burst scales, and two processes scale it as one would
+    recorded = {(e["from"], e["to"]) for e in server.svc["status"]["scaler"]["scaleEvents"]}
+    steps = list(itertools.pairwise([4, *counts]))
+    assert {(a, b) for a, b in steps if a != b} <= recorded
+    told = [e for e in events if e["reason"] == "ConcurrentWriter"]
+    assert len(told) == 1  # the process that lost the race says so once, not every tick it loses it
+    assert "second inferscale" in told[0]["message"]
