@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any
@@ -30,7 +30,7 @@ from inferscale.api.models import InvalidSpec, parse_spec
 from inferscale.api.spec import InferenceServiceSpec
 from inferscale.handlers import metrics
 from inferscale.handlers.rate_history import RateHistory
-from inferscale.scaling.forecast import HISTORY_KEPT
+from inferscale.scaling.forecast import HISTORY_KEPT, HISTORY_STALE
 from inferscale.scaling.types import Policy
 
 HISTORY_SPAN = 2 * 86400.0  # two daily seasons for the forecaster
@@ -118,6 +118,9 @@ class Tick:
     duration: float = 0.0
     default_interval: float = 10.0  # the operator's --interval, for specs that leave behavior.interval unset
     began: float = field(default_factory=time.monotonic)  # when `at` was read, on the monotonic clock
+    # selector groups whose rate history no range query has given since the operator started, while it is young
+    # (`Collector.history_unread`): their forecast is unknown, not a forecast of nothing
+    history_unread: frozenset[Selector] = frozenset()
     _parsed: dict[tuple[int, float], tuple[Any, Parsed]] = field(default_factory=dict, repr=False)
 
     def parsed(self, service: Mapping[str, Any], default_interval: float | None = None) -> Parsed:
@@ -244,6 +247,7 @@ class Collector:
         self._history_until: dict[Selector, float] = {}
         self._served: dict[str | None, float] = {}  # scope: when its OPTIONAL kind was last served
         self.last_success: float | None = None
+        self.started = clock()
         self.tpot = False  # some service sets slo.tpotP95: the TTFT query also reads per-request TPOT
         self._seq = 0
         # Pods and Deployments are followed by watches; InferenceServices are listed every tick, since a
@@ -360,6 +364,18 @@ class Collector:
             for key in [k for k in self.history if k[0] == sel]:
                 del self.history[key]
         metrics.TICK_PHASE.labels("history").observe(time.monotonic() - started)
+        tick.history_unread = self.history_unread(selectors, tick.at)
+
+    def history_unread(self, selectors: Iterable[Selector], now: float) -> frozenset[Selector]:
+        """The selector groups a restarted operator has no rate history of yet. The process it replaced would still
+        forecast from the history it held for `HISTORY_STALE` after its range queries began to fail; this one,
+        whose first range query (two days of points) failed or was not sent, knows nothing of the traffic to
+        come, and a scale-down on today's load alone would undo what that forecast held up (a daily peak due in
+        minutes). So for as long, its services make no scale-down; after it, as the old process would, they size
+        on the load they see."""
+        if now - self.started >= HISTORY_STALE:
+            return frozenset()
+        return frozenset(sel for sel in selectors if sel not in self._history_until)
 
     async def _extend_history(self, sel: Selector, now: float) -> None:
         window = history_window(self._history_until.get(sel), now)

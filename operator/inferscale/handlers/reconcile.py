@@ -117,6 +117,8 @@ def _scale_events(status: Any) -> frozenset[tuple[float, int, int]]:
     return frozenset(out)
 
 
+RATE_HISTORY = "rate_history"  # the failed query a decision names while a restarted operator has no history yet
+
 CONTENDED = (
     "another writer recorded a scale of this service after this tick read it (a second inferscale without "
     "leader election, or a second install watching this namespace?): this process does not write its status "
@@ -537,6 +539,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     obs, why = observe(
         tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
     )
+    if as_selector(spec.metrics.selector) in tick.history_unread and obs.state is not MetricsState.MISSING:
+        obs = replace(obs, failed_queries=obs.failed_queries | {RATE_HISTORY})
+        why += "; the forecast's rate history not read yet since the operator started"
     key = _history_key(spec.metrics.selector, ns, spec.model.name, target, ts.ready_pods)
     if spec.metrics.pod_port is not None and obs.state in (MetricsState.MISSING, MetricsState.STALE) and ts.ready_pods:
         obs, why = await _from_pods(rt, tick, spec, workload, pods, policy.stale_after, (obs, why))

@@ -7,7 +7,7 @@ from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import FleetSnapshot, PartialAnswer, build_queries
 from inferscale.handlers.collector import HISTORY_SPAN, HISTORY_STEP, KIND_GONE_GRACE, Collector, history_window
 from inferscale.handlers.metrics import REGISTRY
-from inferscale.scaling.forecast import HISTORY_KEPT
+from inferscale.scaling.forecast import HISTORY_KEPT, HISTORY_STALE
 from inferscale.scaling.types import RateSample
 
 
@@ -340,3 +340,29 @@ async def test_a_selector_group_no_service_uses_any_more_loses_its_history_after
     now[0] += HISTORY_SPAN
     await collector.refresh()
     assert {key[0] for key in collector.history} == {()}
+
+
+class HistoryDownProm(Prom):
+    """Instant queries answer; range queries fail (a query-frontend down, a range too long for its limits)."""
+
+    async def rate_history(
+        self, start: float, end: float, step: float, selector: dict[str, str]
+    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
+        raise TimeoutError("no answer")
+
+    def describe(self, error: BaseException) -> str:
+        return str(error)
+
+
+async def test_a_restarted_operator_without_its_history_says_so_until_it_reads_it_or_would_have_lost_it() -> None:
+    kube, clock = Kube(), [1_800_000_000.0]
+    collector = Collector(kube, HistoryDownProm(), ["ns"], 15.0, clock=lambda: clock[0])  # type: ignore[arg-type]
+    kube.services = [service("a")]
+    assert (await collector.refresh()).history_unread == {()}
+    clock[0] += HISTORY_STALE - 1
+    assert (await collector.refresh()).history_unread == {()}
+    # by now the process it replaced would have no forecast either: the load seen sizes alone
+    clock[0] += 1
+    assert (await collector.refresh()).history_unread == frozenset()
+    young = Collector(kube, Prom(), ["ns"], 15.0, clock=lambda: clock[0])  # type: ignore[arg-type]
+    assert (await young.refresh()).history_unread == frozenset()  # read at its first tick, even if empty

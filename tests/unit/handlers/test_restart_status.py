@@ -163,9 +163,10 @@ async def test_a_status_left_with_a_member_this_version_does_not_write_is_not_re
 LOAD_THEN_IDLE = [(0.9, 12.0, 20.0)] * 10 + [(0.1, 0.0, 1.0)] * 50
 
 
-async def timeline(restart_at: int | None, outage: range = range(0)) -> list[int]:
+async def timeline(restart_at: int | None, outage: range = range(0), unread: range = range(0)) -> list[int]:
     """The Deployment's count after each tick; at `restart_at` the process is replaced by a new one, and the
-    refreshes its predecessor had queued at its last tick are lost with it."""
+    refreshes its predecessor had queued at its last tick are lost with it. `unread`: the ticks whose collector
+    has not read the rate history since it started."""
     server = Server(replicas=4)
     rt = process(server)
     counts = []
@@ -173,6 +174,7 @@ async def timeline(restart_at: int | None, outage: range = range(0)) -> list[int
         if i == restart_at:
             rt = process(server)
         tick = cluster(server, NOW + 10 * i, kv, waiting, rate, down=i in outage)
+        tick.history_unread = frozenset({()}) if i in unread else frozenset()
         await one_tick(rt, server, tick, refreshes_land=restart_at is None or i != restart_at - 1)
         counts.append(server.replicas)
     return counts
@@ -251,3 +253,13 @@ async def test_two_operators_acting_at_once_scale_no_faster_than_one_and_lose_no
     told = [e for e in events if e["reason"] == "ConcurrentWriter"]
     assert len(told) == 1  # the process that lost the race says so once, not every tick it loses it
     assert "second inferscale" in told[0]["message"]
+
+
+async def test_a_restarted_operator_whose_history_query_fails_holds_then_steps_down_as_after_an_outage() -> None:
+    # the process it replaced would still forecast from its history (a daily peak due in minutes, say); this one
+    # has none, so it does not scale down on today's load alone until it has read it or would have lost it
+    expected = await timeline(None)
+    counts = await timeline(20, unread=range(20, 30))
+    assert expected[22] < expected[19], "the operator that never stopped steps down meanwhile"
+    assert min(counts[20:30]) == counts[19]
+    assert counts[-1] == expected[-1] == 1  # and once read, the way down resumes
