@@ -68,6 +68,7 @@ from inferscale.handlers.status import (
     status_number,
     stuck_condition,
     target_changed,
+    untold_scale,
 )
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
@@ -785,6 +786,7 @@ async def _write(
     metrics.set_conditions(ns, name, ((c.type, c.status == "True", c.reason) for c in conditions))
 
     history = status.get("history")
+    acted_before = False  # a scale of the process before this one told now (`untold_scale`)
     new_status: dict[str, Any] = {
         "replicas": decision.replicas if acted else ts.replicas,
         "readyReplicas": len(ts.ready_pods),
@@ -819,9 +821,20 @@ async def _write(
         message = f"{decision.current} → {decision.replicas}: {decision.message}" + (f"; {steer}" if steer else "")
         await post_event(rt, body, "Normal", verb, message, now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
+    elif (lost := untold_scale(state.scale_events, status, ts.replicas)) is not None:
+        told = f"made at {rfc3339(lost.at)} by the operator before it stopped, whose account of it was lost with it"
+        new_status["lastScaleTime"] = rfc3339(lost.at)
+        new_status["history"] = append_history(
+            history, lost.at, lost.from_replicas, lost.to_replicas, lost.reason, told
+        )
+        verb = "ScaledUp" if lost.to_replicas > lost.from_replicas else "ScaledDown"
+        await post_event(
+            rt, body, "Normal", verb, f"{lost.from_replicas} → {lost.to_replicas} ({lost.reason}): {told}", now
+        )
+        acted_before = True
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
-    made = ("scaler", "lastScaleTime", "history") if acted else ("scaler",) if retract else ()
-    await _patch_status(rt, body, new_status, now, force=retract, keep=made)
+    made = ("scaler", "lastScaleTime", "history") if acted or acted_before else ("scaler",) if retract else ()
+    await _patch_status(rt, body, new_status, now, force=retract or acted_before, keep=made)
     _log_decision(rt, _service_key(meta), f"{ns}/{name}", decision, acted, now)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])

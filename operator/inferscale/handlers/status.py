@@ -12,7 +12,7 @@ from inferscale.api.status import HISTORY_LIMIT  # the CRD's maxItems: a longer 
 from inferscale.perf import PrefillStep, advice
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.inputs import clean_observation
-from inferscale.scaling.types import Decision, MetricsState, Observation
+from inferscale.scaling.types import Decision, MetricsState, Observation, ScaleEvent
 
 STATUS_REFRESH = 30.0  # seconds: the latest figures are written at least this often, and decision.at shows liveness
 
@@ -201,6 +201,18 @@ def append_history(
     items = [dict(h) for h in history or [] if isinstance(h, Mapping)]
     items.append({"at": rfc3339(now), "from": from_, "to": to, "reason": reason, "message": message})
     return items[-HISTORY_LIMIT:]
+
+
+def untold_scale(events: Iterable[ScaleEvent], status: Mapping[str, Any], replicas: int) -> ScaleEvent | None:
+    """A scale recorded ahead (status.scaler) that the target shows made, but that no status after it tells:
+    the process that made it stopped between the scale and its account (a kill, a rollout of the operator,
+    a lost Lease), and its successor tells it. Only the newest event can be one, and only while the target is
+    still at its count: a scale never made (stopped between the record and the scale) is not told."""
+    newest = max(events, key=lambda e: e.at, default=None)
+    if newest is None or newest.to_replicas != replicas:
+        return None
+    told = parse_time(status.get("lastScaleTime"))
+    return newest if told is None or told < math.floor(newest.at) else None
 
 
 def _kept(value: Any) -> Any:

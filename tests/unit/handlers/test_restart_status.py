@@ -19,6 +19,7 @@ from tests.unit.handlers.objects import merged, svc
 
 from inferscale.adapters.kube import KubeError
 from inferscale.adapters.prometheus import QUERIES, FleetSnapshot, PodSeries, parse_vector
+from inferscale.adapters.workload import rfc3339
 from inferscale.handlers.collector import Tick
 from inferscale.handlers.reconcile import reconcile, write_status
 from inferscale.handlers.refresher import Refresher
@@ -263,3 +264,48 @@ async def test_a_restarted_operator_whose_history_query_fails_holds_then_steps_d
     assert expected[22] < expected[19], "the operator that never stopped steps down meanwhile"
     assert min(counts[20:30]) == counts[19]
     assert counts[-1] == expected[-1] == 1  # and once read, the way down resumes
+
+
+class Killed(BaseException):
+    """The process dies (SIGKILL, OOM) right after its /scale write landed."""
+
+
+class KilledAfterScale(Interleaving):
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
+        done = await super().merge_patch(path, body, answer, strict)
+        if path.endswith("/scale"):
+            raise Killed
+        return done
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
+    monkeypatch: pytest.MonkeyPatch, scaled: bool
+) -> None:
+    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
+    server = Server(replicas=4)
+    for i in range(8):
+        await one_tick(process(server), server, cluster(server, NOW + 10 * i, 0.5, 1.0, 8.0))
+    events: list[dict[str, Any]] = []
+    rt = process(server)
+    rt.kube, rt.refresher = KilledAfterScale(server, events), None  # type: ignore[assignment]
+    tick = cluster(server, NOW + 80, 0.97, 40.0, 30.0)
+    tick.services = [body := copy.deepcopy(server.svc)]
+    with pytest.raises(Killed):
+        await reconcile(rt, tick, body)
+    assert server.replicas > 4 and not events and "lastScaleTime" not in server.svc["status"]
+    if not scaled:  # died between the record and the scale, in effect: the Deployment never moved
+        server.deployment["spec"]["replicas"] = 4
+    after = process(server)
+    after.kube = Interleaving(server, events)  # type: ignore[assignment]
+    for i in range(9, 12):
+        await one_tick(after, server, cluster(server, NOW + 10 * i, 0.6, 2.0, 16.0))
+    told = [e for e in events if e["reason"] in ("ScaledUp", "ScaledDown")]
+    history = server.svc["status"].get("history") or []
+    if scaled:
+        # once, with the count and reason its maker recorded, and at its own time
+        assert [e["reason"] for e in told] == ["ScaledUp"] and "before it stopped" in told[0]["message"]
+        assert [(h["from"], h["to"]) for h in history] == [(4, server.replicas)]
+        assert server.svc["status"]["lastScaleTime"] == history[0]["at"] < rfc3339(NOW + 90)
+    else:
+        assert not told and not history
