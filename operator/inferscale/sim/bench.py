@@ -37,6 +37,7 @@ from inferscale.scaling.durations import format_duration
 from inferscale.sim.bench_outage import replay as replay_outages
 from inferscale.sim.bench_report import write_report
 from inferscale.sim.bench_setup import (
+    GOAL_ATTAINMENT,
     GOAL_GPU_RATIO,
     GPU,
     INFERSCALE,
@@ -57,8 +58,10 @@ from inferscale.sim.cold_start import ColdStart
 from inferscale.sim.cold_start import replay as replay_cold_starts
 from inferscale.sim.engine import EngineConfig, Outcomes, ReplicaEngine
 from inferscale.sim.fluid import curve_tables, run_fluid
+from inferscale.sim.lean_oracle import Lean, leanest
 from inferscale.sim.plots import plot_timelines
 from inferscale.sim.policies import POLICY_NAMES
+from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.policies.reactive_oracle import ReactiveOracle
 from inferscale.sim.reactive_reference import AtBudget, at_budget
 from inferscale.sim.run import RunResult, parallel, run_policy
@@ -164,6 +167,7 @@ def bench_trace(path: Path, profile: ReplicaProfile, args: argparse.Namespace, l
         run.fluid_full, run.full_requests, run.full_duration, run.full_bounds = _fluid_14_days(fp, args, log)
         run.cold_starts_full = _cold_starts(full, args, log, fluid=True)
         run.reactive_full = _reactive(fp, run.fluid_full, args, log)
+        run.lean_full = _lean(fp, log) if ORACLE in run.fluid_full else None
     return run
 
 
@@ -185,6 +189,8 @@ def _replay(
     run.seeds = _other_seeds(scenario, [n for n in (INFERSCALE, ORACLE) if n in names], args, log)
     run.cold_starts = _cold_starts(scenario, args, log, fluid=False)
     run.reactive = _reactive(prepared, run.request_level, args, log)
+    if ORACLE in names:
+        run.lean = _lean(prepared, log)
     if args.outages:
         run.outages = replay_outages(
             scenario, prepared.workload.duration, run.request_level, workers=args.workers, log=log
@@ -211,6 +217,22 @@ def _reactive(
 
     log("  the reactive oracle at inferscale's GPU-hours and at the goal's")
     return parallel(list(budgets), job, args.workers)
+
+
+def _lean(prepared: Prepared | FluidPrepared, log: ProgressLog) -> Lean:
+    """The oracle without its Poisson pad, at the cheapest headroom that still reaches the attainment goal."""
+
+    def replay(headroom: float) -> RunResult:
+        policy = Oracle(prepared.context, headroom=headroom, poisson_pad=False)
+        if isinstance(prepared, FluidPrepared):
+            return run_fluid(prepared.curve, prepared.duration, policy, prepared.profile, prepared.run_config)
+        return run_policy(prepared.workload, policy, prepared.run_config)
+
+    lean = leanest(replay, GOAL_ATTAINMENT)
+    found = f"headroom {lean.headroom:.0%}" if lean.headroom is not None else "no headroom tried"
+    scores = lean.result.scores
+    log(f"  the lean oracle: {found}, {scores.slo_attainment:.4f} at {scores.gpu_hours:.2f} GPU-h")
+    return lean
 
 
 def _cold_starts(scenario: Scenario, args: argparse.Namespace, log: ProgressLog, *, fluid: bool) -> list[ColdStart]:

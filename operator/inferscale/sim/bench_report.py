@@ -11,6 +11,7 @@ from pathlib import Path
 
 from inferscale.perf.calibration import calibration_rows
 from inferscale.scaling.durations import format_duration
+from inferscale.sim import lean_oracle
 from inferscale.sim.bench_outage import section as outage_section
 from inferscale.sim.bench_setup import (
     GOAL_ATTAINMENT,
@@ -111,6 +112,16 @@ def _reactive_rows(run: TraceRun) -> list[tuple[str, RunResult, dict[str, RunRes
         reactive = run.reactive_full if full else run.reactive
         if reactive and INFERSCALE in results:
             rows.append((label, results[INFERSCALE], results, reactive))
+    return rows
+
+
+def _lean_rows(runs: list[TraceRun]) -> list[lean_oracle.LeanRow]:
+    rows = []
+    for run in runs:
+        for label, full in _labels(run):
+            results, lean = (run.fluid_full, run.lean_full) if full else (run.request_level, run.lean)
+            if lean is not None and INFERSCALE in results and ORACLE in results:
+                rows.append(lean_oracle.LeanRow(label, results[INFERSCALE], results[ORACLE], lean))
     return rows
 
 
@@ -468,6 +479,7 @@ def write_report(
             lines.append(_seed_goal(run, "request-level slice" if run.fluid_full else "request-level"))
     lines += _cold_start_goals([*runs, *_variants(runs)])
     lines += _reactive_goals([*runs, *_variants(runs)])
+    lines += lean_oracle.goal_row(_lean_rows([*runs, *_variants(runs)]), GOAL_GPU_RATIO)
     lines.append(f"| simulator ≥ {GOAL_SPEED:,.0f} requests/s on one core | {speed[0]:,.0f} requests/s ({speed[1]}) |")
     for run in runs:
         if run.fluid_full:
@@ -495,6 +507,7 @@ def write_report(
         for run in seeded:
             lines += [f"### {run.name}", "", *_seed_table(run), ""]
     lines += _reactive_section([*runs, *_variants(runs)])
+    lines += lean_oracle.section(_lean_rows([*runs, *_variants(runs)]))
     lines += _cold_start_section([*runs, *_variants(runs)])
     lines += outage_section([(run.name, run.request_level, run.outages) for run in [*runs, *_variants(runs)]])
     lines += [

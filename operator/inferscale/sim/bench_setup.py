@@ -9,6 +9,7 @@ from pathlib import Path
 from inferscale.sim.bench_outage import OutageRun
 from inferscale.sim.bounds import Bounds
 from inferscale.sim.cold_start import ColdStart
+from inferscale.sim.lean_oracle import Lean
 from inferscale.sim.reactive_reference import AtBudget
 from inferscale.sim.run import RunResult
 from inferscale.sim.scenario import Prepared
@@ -67,5 +68,9 @@ class TraceRun:
     # (`sim/reactive_reference.py`): request level, and the 14-day fluid replay of a ServeGen curve
     reactive: dict[str, AtBudget] = field(default_factory=dict)
     reactive_full: dict[str, AtBudget] = field(default_factory=dict)
+    # the oracle without its safety, at the cheapest headroom that reaches the attainment goal
+    # (`sim/lean_oracle.py`): request level, and the 14-day fluid replay of a ServeGen curve
+    lean: Lean | None = None
+    lean_full: Lean | None = None
     # the request-level replay again through each kind of metrics outage (`sim/bench_outage.py`)
     outages: list[OutageRun] = field(default_factory=list)

@@ -34,7 +34,14 @@ class Oracle:
     name = "oracle"
     steers_deletion = True  # a bound: it loses nothing to the ReplicaSet's choice of pods
 
-    def __init__(self, ctx: PolicyContext, window: float = WINDOW) -> None:
+    def __init__(
+        self, ctx: PolicyContext, window: float = WINDOW, headroom: float = HEADROOM, poisson_pad: bool = True
+    ) -> None:
+        """`headroom` and `poisson_pad`: the safety above (the benchmark's lean oracle, `sim/lean_oracle.py`,
+        takes them off to find how little a replay can be served with)."""
+        if not 0 < headroom <= 1:
+            raise ValueError(f"the oracle's headroom is a share of capacity in (0, 1], got {headroom!r}")
+        self.headroom, self.poisson_pad = headroom, poisson_pad
         self.interval = ctx.interval
         self.lead = ctx.time_to_ready if ctx.time_to_ready_max is None else ctx.time_to_ready_max
         curve = ctx.load_curve(window)
@@ -47,8 +54,8 @@ class Oracle:
         if rate <= 0 or mean_in is None or mean_out is None:
             return ctx.clamp(0)
         n = rate * self.window
-        burst_rate = (n + math.sqrt(n)) / self.window
-        return ctx.clamp(ctx.replicas_for(burst_rate / HEADROOM, mean_in, mean_out))
+        burst_rate = (n + math.sqrt(n)) / self.window if self.poisson_pad else rate
+        return ctx.clamp(ctx.replicas_for(burst_rate / self.headroom, mean_in, mean_out))
 
     def replicas_at(self, t: float, until: float | None = None) -> int:
         """Replicas needed from `t` to `until` (default `t + interval`), without lead."""

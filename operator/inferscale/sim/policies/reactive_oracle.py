@@ -28,14 +28,7 @@ class ReactiveOracle(Oracle):
         if not (math.isfinite(margin) and margin >= 1.0):
             raise ValueError(f"the reactive oracle's margin must be a number >= 1, got {margin!r}")
         self.margin = margin
-        super().__init__(ctx)
-
-    def _need(self, ctx: PolicyContext, rate: float, mean_in: float | None, mean_out: float | None) -> int:
-        if rate <= 0 or mean_in is None or mean_out is None:
-            return ctx.clamp(0)
-        n = rate * self.window
-        burst_rate = (n + math.sqrt(n)) / self.window
-        return ctx.clamp(ctx.replicas_for(burst_rate * self.margin / HEADROOM, mean_in, mean_out))
+        super().__init__(ctx, headroom=HEADROOM / margin)  # its count times the margin
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         return self.replicas_at(now)

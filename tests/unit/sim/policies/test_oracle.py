@@ -76,3 +76,13 @@ def test_static_peak_serves_the_peak_minute_all_the_time() -> None:
     assert {peak.decide(make_obs(1), float(t), []) for t in range(0, 1200, 60)} == {peak.replicas}
     capped = StaticPeak(make_ctx(trace=STEP, max_replicas=2))
     assert capped.replicas == 2
+
+
+def test_the_lean_oracle_drops_the_poisson_pad_and_runs_at_the_headroom_given() -> None:
+    ctx = make_ctx(trace=STEP)
+    # 150 req/s alone at 100% of 28.40: 5.28 -> 6; at 85% with the pad (151.6 / 24.14): 7
+    assert Oracle(ctx, headroom=1.0, poisson_pad=False).replicas_at(700.0) == 6
+    assert Oracle(ctx, headroom=HEADROOM, poisson_pad=False).replicas_at(700.0) == 7  # 6.21
+    assert Oracle(ctx).replicas_at(700.0) == 7
+    with pytest.raises(ValueError, match="headroom"):
+        Oracle(ctx, headroom=1.2)
