@@ -264,6 +264,8 @@ class Collector:
         return list(self.namespaces) if self.namespaces else [None]
 
     def start(self) -> None:
+        """Begin acting: a standby that has waited for the Lease since long starts with no history either."""
+        self.started = self.clock()
         for informer in self.informers.values():
             informer.start()
 

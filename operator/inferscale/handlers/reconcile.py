@@ -73,7 +73,7 @@ from inferscale.handlers.status import (
 from inferscale.scaling import decide, state_from_status, state_to_status
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.telling import Told, worth_telling
-from inferscale.scaling.types import Decision, MetricsState, Observation, Policy, ScalerState
+from inferscale.scaling.types import Decision, MetricsState, Observation, Policy, ScaleEvent, ScalerState
 
 MANAGED_BY = "app.kubernetes.io/managed-by"
 TEMPLATE_HASH = "inferscale.dev/template-hash"
@@ -144,6 +144,10 @@ async def _write_own_status(
 
     async def send(version: str | None) -> dict[str, Any]:
         patch = {"metadata": {"resourceVersion": version}, "status": status} if version else {"status": status}
+        if "scaler" in status:
+            # as sent, not as confirmed: a write whose answer was lost may land after the next tick's list, and
+            # this process's own record must not read as another writer's then
+            own(rt, body, status, now)
         return await rt.kube.merge_patch(path, patch)
 
     try:
@@ -167,9 +171,17 @@ async def _write_own_status(
     written = (answer.get("metadata") or {}).get("resourceVersion")
     if written and isinstance(meta, dict):
         meta["resourceVersion"] = written
-    if "scaler" in status:
-        rt.written_events[_service_key(meta if isinstance(meta, Mapping) else {})] = _scale_events(status)
     return True
+
+
+OWN_EVENTS_KEPT = 3600.0  # seconds a scale event this process wrote is remembered as its own: past any period
+
+
+def own(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
+    """Remember the scale events `status` adds to those the tick read: the ones this process made."""
+    key = _service_key(body.get("metadata") or {})
+    kept = {e for e in rt.written_events.get(key, frozenset()) if e[0] > now - OWN_EVENTS_KEPT}
+    rt.written_events[key] = frozenset(kept | (_scale_events(status) - _scale_events(body.get("status"))))
 
 
 async def _contended(
@@ -676,6 +688,27 @@ async def _from_pods(
     return direct, text + (f"; {errors[0]}" if errors else "")
 
 
+# Seconds a scale recorded ahead may go without its account before another process tells it: a process alive
+# writes its account within the tick (a second operator acting beside it must not tell its scale in flight),
+# while one killed between the scale and the account is replaced no sooner than a pod restart or a Lease
+# takeover.
+LOST_AFTER = 30.0
+
+
+def _lost_scale(
+    rt: Runtime, meta: Mapping[str, Any], state: ScalerState, status: Mapping[str, Any], replicas: int, now: float
+) -> ScaleEvent | None:
+    """A scale another process made and could not tell (`untold_scale`): not one of this process's own, whose
+    Event went out when it was made, and told once."""
+    lost = untold_scale(state.scale_events, status, replicas)
+    key = _service_key(meta)
+    if lost is None or now - lost.at < LOST_AFTER or rt.told_lost.get(key) == lost.at:
+        return None
+    if (lost.at, lost.from_replicas, lost.to_replicas) in rt.written_events.get(key, frozenset()):
+        return None
+    return lost
+
+
 def _service_key(meta: Mapping[str, Any]) -> str:
     """What the runtime keeps a service's memory under: its uid, else its namespace/name."""
     return str(meta.get("uid") or f"{meta.get('namespace', '')}/{meta.get('name', '')}")
@@ -821,7 +854,8 @@ async def _write(
         message = f"{decision.current} → {decision.replicas}: {decision.message}" + (f"; {steer}" if steer else "")
         await post_event(rt, body, "Normal", verb, message, now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
-    elif (lost := untold_scale(state.scale_events, status, ts.replicas)) is not None:
+    elif (lost := _lost_scale(rt, meta, state, status, ts.replicas, now)) is not None:
+        rt.told_lost[_service_key(meta)] = lost.at  # once, whether or not the status write below lands
         told = f"made at {rfc3339(lost.at)} by the operator before it stopped, whose account of it was lost with it"
         new_status["lastScaleTime"] = rfc3339(lost.at)
         new_status["history"] = append_history(

@@ -62,10 +62,12 @@ class Runtime:
     refused_costs: set[str] = field(default_factory=set)  # service uids told that a cost write failed
     deferred_costs: set[str] = field(default_factory=set)  # service uids whose scale-down waits a tick for them
     refused_releases: set[str] = field(default_factory=set)  # pod uids whose cost could not be taken off for good
-    # service uid -> the scale events (at, from, to) of the status.scaler this process last wrote: a status refused
-    # as a conflict is sent again only over events this process knows, never over another writer's
+    # service uid -> the scale events (at, from, to) this process recorded in the last hour: a status refused as a
+    # conflict is sent again only over events this process knows, never over another writer's; and a scale of its
+    # own is never told as a stopped operator's
     written_events: dict[str, frozenset[tuple[float, int, int]]] = field(default_factory=dict)
     told_contention: set[str] = field(default_factory=set)  # service uids told another writer records scales
+    told_lost: dict[str, float] = field(default_factory=dict)  # service uid -> the lost scale it told (its time)
     # the engines' own /metrics read through a Prometheus outage, kept between ticks for their rates (podPort)
     pod_reads: PodReads = field(default_factory=PodReads)
 
@@ -92,6 +94,7 @@ class Runtime:
         self.refused_releases &= pods
         self.written_events = {u: e for u, e in self.written_events.items() if u in services}
         self.told_contention &= services
+        self.told_lost = {u: at for u, at in self.told_lost.items() if u in services}
 
 
 async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:

@@ -67,9 +67,7 @@ def condition_reworded(previous: Iterable[Mapping[str, Any]] | None, c: Conditio
 LAST_DECISION = ("desiredReplicas", "observed", "recommendations", "forecast", "decision")
 
 
-def metrics_condition(obs: Observation | None, why: str) -> Condition:
-    if obs is None:
-        return Condition("MetricsAvailable", "Unknown", "NotObserved", why)
+def metrics_condition(obs: Observation, why: str) -> Condition:
     if obs.state is MetricsState.COMPLETE and obs.failed_queries:
         # every Ready pod reports, but a query failed or a store did not answer: no scale-down on it
         return Condition(

@@ -366,3 +366,13 @@ async def test_a_restarted_operator_without_its_history_says_so_until_it_reads_i
     assert (await collector.refresh()).history_unread == frozenset()
     young = Collector(kube, Prom(), ["ns"], 15.0, clock=lambda: clock[0])  # type: ignore[arg-type]
     assert (await young.refresh()).history_unread == frozenset()  # read at its first tick, even if empty
+
+
+async def test_a_standby_that_takes_the_lease_an_hour_in_starts_without_its_history_too() -> None:
+    kube, clock = Kube(), [1_800_000_000.0]
+    collector = Collector(kube, HistoryDownProm(), ["ns"], 15.0, clock=lambda: clock[0])  # type: ignore[arg-type]
+    collector.informers = {}  # no watches in this test
+    kube.services = [service("a")]
+    clock[0] += 3600.0  # waiting for the Lease: it read nothing meanwhile
+    collector.start()
+    assert (await collector.refresh()).history_unread == {()}

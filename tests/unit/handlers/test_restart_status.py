@@ -298,7 +298,7 @@ async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
         server.deployment["spec"]["replicas"] = 4
     after = process(server)
     after.kube = Interleaving(server, events)  # type: ignore[assignment]
-    for i in range(9, 12):
+    for i in range(9, 15):
         await one_tick(after, server, cluster(server, NOW + 10 * i, 0.6, 2.0, 16.0))
     told = [e for e in events if e["reason"] in ("ScaledUp", "ScaledDown")]
     history = server.svc["status"].get("history") or []
@@ -309,3 +309,37 @@ async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
         assert server.svc["status"]["lastScaleTime"] == history[0]["at"] < rfc3339(NOW + 90)
     else:
         assert not told and not history
+
+
+class FinalWriteFails(Interleaving):
+    """The status write after a scale fails once (a 500): the scale's record, written ahead, stays."""
+
+    def __init__(self, server: Server, events: list[dict[str, Any]]) -> None:
+        super().__init__(server, events)
+        self.scaled = False
+
+    async def merge_patch(self, path: str, body: Any, answer: bool = True, strict: bool = False) -> dict[str, Any]:
+        if path.endswith("/status") and self.scaled:
+            self.scaled = False
+            raise KubeError(500, "etcdserver: request timed out")
+        done = await super().merge_patch(path, body, answer, strict)
+        self.scaled = self.scaled or path.endswith("/scale")
+        return done
+
+
+async def test_a_scale_whose_account_failed_to_land_is_not_told_again_as_a_stopped_operators(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
+    server = Server(replicas=4)
+    for i in range(8):
+        await one_tick(process(server), server, cluster(server, NOW + 10 * i, 0.5, 1.0, 8.0))
+    events: list[dict[str, Any]] = []
+    rt = process(server)
+    rt.kube = FinalWriteFails(server, events)  # type: ignore[assignment]
+    await one_tick(rt, server, cluster(server, NOW + 80, 0.97, 40.0, 30.0))
+    assert server.replicas > 4 and "lastScaleTime" not in server.svc["status"]
+    for i in range(9, 15):
+        await one_tick(rt, server, cluster(server, NOW + 10 * i, 0.6, 2.0, 16.0))
+    told = [e["message"] for e in events if e["reason"] == "ScaledUp"]
+    assert len(told) == 1 and "before it stopped" not in told[0]  # its own Event, when it scaled
