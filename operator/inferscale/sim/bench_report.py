@@ -448,7 +448,10 @@ def write_report(
         "Where a peer's default means nothing for a vLLM pod (Knative's 100 concurrent requests, AIBrix's sample KV "
         "0.5, out of reach of short requests), the target is what a user who load-tested would set: one replica's "
         "SLO operating point at the trace's mean lengths (perf model), with Knative's 70% target utilization on "
-        "top. aibrix-apa is AIBrix since PR #2671 (APA on the 180-s window mean, with the pending-replica guard).",
+        "top. aibrix-apa is AIBrix since PR #2671 (APA on the 180-s window mean, with the pending-replica guard "
+        "both ways). wva-saturation scales through the HPA its Helm chart installs (External metric "
+        "`wva_desired_replicas`, AverageValue 1, 240-s windows): above 10 replicas its +1 and -1 are inside the "
+        "HPA's 0.1 tolerance, and the fleet stays where it is.",
         *_targets_table(runs, [n for n in POLICY_NAMES if n in args.policies]),
         "",
         "## Goals",

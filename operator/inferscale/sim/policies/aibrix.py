@@ -10,11 +10,13 @@ scale-down cooldown 300 s, reconcile every 10 s.
   reads the window's mean over observeWindowSeconds (`StableValue`, what `ComputeRecommendation` passes
   to `SetCurrentUsePerPod`), not the last scrape. r = mean / target:
   r > 1.1 -> min(ceil(N r), ceil(2 N)); r < 0.9 -> max(ceil(N r), floor(N / 2)); else N.
-- Pending-replica guard: on a scale-up while pods are pending (created, not Ready, no metric yet),
-  the metric is scaled by ready / N, as if the pending pods already carried their share, and the
-  result is kept within [N, the unguarded result]. Without it a fleet whose new pods take minutes to
-  start doubles every reconcile on the same saturated ready pods (the 9 -> 18 -> 36 -> 69 cascade of
-  #2670). `pending_guard=False` models AIBrix up to e3e10f9e.
+- Pending-replica guard (`applyPendingReplicaGuard` in `autoscaler.go`), while pods are pending (created,
+  not Ready, no metric yet) and the recommendation moves: on a scale-up the metric is scaled by ready / N,
+  the pending pods read as missing metrics, and ceil(N x metric / target) is kept within [N, the
+  unguarded result]; on a scale-down the pending pods read at the target, (metric x ready + target x
+  pending) / N, and the result is kept within [the unguarded result, N]. Without it a fleet whose new
+  pods take minutes to start doubles every reconcile on the same saturated ready pods (the 9 -> 18 -> 36
+  -> 69 cascade of #2670). `pending_guard=False` models AIBrix up to e3e10f9e.
 - Target: AIBrix's sample sets `targetValue: "0.5"`, a KV level a pod reaches only when its requests
   can fill the cache: with ServeGen m-small's 122/15-token requests a pod running max_num_seqs
   sequences holds 0.30 of its KV, so 0.5 reads "under-used" on a saturated fleet and APA halves it.
@@ -64,11 +66,16 @@ def apa_replicas(current: int, usage: float, target: float) -> int:
 
 
 def guard_pending(current: int, ready: int, usage: float, target: float, desired: int) -> int:
-    """`applyPendingReplicaGuard` for APA: `desired` is the unguarded recommendation on `usage`."""
-    if desired <= current or ready >= current:
+    """`applyPendingReplicaGuard` for APA: `desired` is the unguarded recommendation on `usage`, the mean
+    over the `ready` pods that report it."""
+    if desired == current or ready >= current:
         return desired
-    guarded = apa_replicas(current, usage * ready / current, target)
-    return min(max(guarded, current), desired)
+    pending = current - ready
+    if desired > current:
+        adjusted = usage * ready / current
+        return min(max(math.ceil(current * adjusted / target), current), desired)
+    adjusted = (usage * ready + target * pending) / current
+    return max(min(math.ceil(current * adjusted / target), current), desired)
 
 
 class AIBrixAPA:

@@ -13,20 +13,31 @@ MinNonSaturatedReplicasForScaleDown 2, GLOBAL_OPT_INTERVAL 60 s.
   non-saturated or the non-saturated ones' spare (0.80 - KV, 5 - queue) falls below 0.10 or 3.
 - Scale down by -1 only with >= 2 non-saturated replicas and when their load moved onto one replica
   fewer still leaves spare >= the triggers.
-- No decision in either direction while a pod is pending: the variant is in transition (its metrics
-  cover fewer pods than its replicas), and scale-up skips a variant with pending pods (cascade
-  prevention: start-up takes minutes).
-- The decision is applied directly (WVA's direct actuator / an HPA without stabilization); the Helm
-  chart's HPA windows of 240 s would slow it further.
-- No metric: hold (MetricsMissing keeps the previous desired count).
+- Scale-up skips a variant with pending pods (cascade prevention: start-up takes minutes); a scale-down
+  does not.
+- "Preserve desired": a run that asks for no change keeps the previous desired count while the
+  replicas have not reached it. No metric: the same (MetricsMissing keeps the previous desired count).
+- WVA does not scale 1 <-> N itself (its direct actuator only takes a variant from 0 to 1): it exports
+  `wva_desired_replicas`, and an HPA on it as an External metric with AverageValue 1 scales, with the
+  Helm chart's 240 s stabilization windows up and down (reference §2.4) and the HPA's 0.1 tolerance.
+  So above 10 replicas WVA's +1 or -1 is inside the tolerance and the HPA never moves: the fleet stays
+  where it was, whatever the saturation analyser says. That is the documented set-up's behaviour, kept
+  on purpose, as KEDA's reading of no data as zero is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from inferscale.scaling.types import Observation, RateSample
+from inferscale.scaling.types import Observation, RateSample, ScaleRule
 from inferscale.sim.policies.context import PolicyContext
+from inferscale.sim.policies.hpa_behavior import (
+    DEFAULT_SCALE_DOWN,
+    DEFAULT_SCALE_UP,
+    SYNC_PERIOD,
+    HPABehavior,
+    external_average_value_replicas,
+)
 from inferscale.sim.policies.window import Samples
 
 KV_THRESHOLD = 0.80
@@ -37,6 +48,9 @@ MIN_NON_SATURATED_FOR_SCALE_DOWN = 2
 OPT_INTERVAL = 60.0
 SAMPLE_INTERVAL = 15.0
 PEAK_WINDOW = 60.0
+HELM_HPA_WINDOW = 240.0  # the WVA Helm chart's HPA stabilization window, up and down
+HELM_SCALE_UP = ScaleRule(HELM_HPA_WINDOW, DEFAULT_SCALE_UP.max_change_percent, DEFAULT_SCALE_UP.max_change_pods, 15.0)
+HELM_SCALE_DOWN = ScaleRule(HELM_HPA_WINDOW, DEFAULT_SCALE_DOWN.max_change_percent, None, 15.0)
 
 
 def saturation_step(kv: float, queue: float, ready: int) -> int:
@@ -57,22 +71,45 @@ def saturation_step(kv: float, queue: float, ready: int) -> int:
 class WVASaturation:
     name = "wva-saturation"
 
-    def __init__(self, ctx: PolicyContext) -> None:
+    def __init__(self, ctx: PolicyContext, hpa: bool = True) -> None:
+        """`hpa` False: WVA's count applied as it is decided, as if it scaled the Deployment itself."""
+        assert SAMPLE_INTERVAL == SYNC_PERIOD  # one tick is one scrape and one HPA sync
         self.interval = SAMPLE_INTERVAL
         self.clamp = ctx.clamp
         self._queue = Samples(keep=PEAK_WINDOW)
         self._next_run: float | None = None
+        self._desired: int | None = None  # wva_desired_replicas
+        self._hpa = (
+            HPABehavior(max(ctx.min_replicas, 1), ctx.max_replicas, HELM_SCALE_UP, HELM_SCALE_DOWN) if hpa else None
+        )
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         current = obs.current_replicas
-        ready = obs.ready_replicas
+        if self._next_run is None or now >= self._next_run:
+            self._next_run = now + OPT_INTERVAL
+            self._analyse(obs, now)
+        elif obs.waiting is not None and obs.ready_replicas > 0:
+            self._queue.add(now, obs.waiting / obs.ready_replicas)
+        if self._desired is None:
+            return current
+        if self._hpa is None:
+            return self._desired
+        wanted = external_average_value_replicas(float(self._desired), 1.0, current)
+        return self._hpa.apply(wanted, current, now)
+
+    def _analyse(self, obs: Observation, now: float) -> None:
+        """One run of the saturation analyser: `_desired` moves by its step, or is kept."""
+        current, ready = obs.current_replicas, obs.ready_replicas
         if obs.waiting is not None and ready > 0:
             self._queue.add(now, obs.waiting / ready)
-        if self._next_run is not None and now < self._next_run:
-            return current
-        self._next_run = now + OPT_INTERVAL
         kv = obs.kv_cache_utilization_max
         queue = self._queue.max(now, PEAK_WINDOW)
-        if kv is None or queue is None or ready == 0 or obs.pending_replicas > 0:
-            return current
-        return self.clamp(current + saturation_step(kv, queue, ready))
+        if kv is None or queue is None or ready == 0:
+            return
+        step = saturation_step(kv, queue, ready)
+        if step > 0 and obs.pending_replicas > 0:
+            step = 0  # cascade prevention
+        if step != 0:
+            self._desired = self.clamp(current + step)
+        elif self._desired is None or self._desired == current:
+            self._desired = current

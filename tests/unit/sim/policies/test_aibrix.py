@@ -100,11 +100,13 @@ def test_pending_replica_guard_stops_the_cascade() -> None:
         (18, 9, 0.99, 36, 18),  # 0.495 on 18 is within tolerance: hold
         (20, 15, 0.99, 40, 30),  # 0.7425 on 20: r = 1.485 -> 30, below the unguarded 40
         (18, 3, 0.99, 36, 18),  # the scaled metric says scale down: never below current
-        (10, 5, 0.3, 6, 6),  # not a scale-up: untouched
+        (10, 5, 0.3, 6, 8),  # a scale-down: the pending read at the target, 0.4 on 10 -> 8, not the unguarded 6
+        (10, 5, 0.1, 2, 6),  # 0.3 on 10 -> 6: still a scale-down, never below the unguarded 2
+        (10, 5, 0.3, 10, 10),  # no change asked: untouched
         (10, 10, 0.99, 20, 20),  # nothing pending: untouched
     ],
 )
-def test_guard_scales_the_metric_by_ready_over_current_within_current_and_desired(
+def test_guard_reads_pending_pods_as_missing_on_a_scale_up_and_at_target_on_a_scale_down(
     current: int, ready: int, usage: float, desired: int, expected: int
 ) -> None:
     assert guard_pending(current, ready, usage, 0.5, desired) == expected
