@@ -218,11 +218,18 @@ class Interleaving(Kube):
         return dict(body)
 
 
-async def burst(processes: int) -> tuple[list[int], Server, list[dict[str, Any]]]:
-    """A quiet minute, then a burst ticked by `processes` operators that list the service at the same moment."""
+async def quiet_minute(monkeypatch: pytest.MonkeyPatch) -> Server:
+    """A service at 4 replicas after a quiet minute, with room to scale to 64."""
+    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
     server = Server(replicas=4)
     for i in range(8):
         await one_tick(process(server), server, cluster(server, NOW + 10 * i, 0.5, 1.0, 8.0))
+    return server
+
+
+async def burst(processes: int, monkeypatch: pytest.MonkeyPatch) -> tuple[list[int], Server, list[dict[str, Any]]]:
+    """A quiet minute, then a burst ticked by `processes` operators that list the service at the same moment."""
+    server = await quiet_minute(monkeypatch)
     events: list[dict[str, Any]] = []
     runtimes = [process(server) for _ in range(processes)]
     for rt in runtimes:
@@ -244,9 +251,8 @@ async def test_two_operators_acting_at_once_scale_no_faster_than_one_and_lose_no
 ) -> None:
     # two installs, or one without its Lease: the second's status write, refused as a conflict, was sent again
     # over the first's record of its scale, and the rate limits counted from a record without it (8, 10, 13)
-    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
-    alone, _, _ = await burst(1)
-    counts, server, events = await burst(2)
+    alone, _, _ = await burst(1, monkeypatch)
+    counts, server, events = await burst(2, monkeypatch)
     assert counts == alone and alone[0] > 4  # the burst scales, and two processes scale it as one would
     recorded = {(e["from"], e["to"]) for e in server.svc["status"]["scaler"]["scaleEvents"]}
     steps = list(itertools.pairwise([4, *counts]))
@@ -282,10 +288,7 @@ class KilledAfterScale(Interleaving):
 async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
     monkeypatch: pytest.MonkeyPatch, scaled: bool
 ) -> None:
-    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
-    server = Server(replicas=4)
-    for i in range(8):
-        await one_tick(process(server), server, cluster(server, NOW + 10 * i, 0.5, 1.0, 8.0))
+    server = await quiet_minute(monkeypatch)
     events: list[dict[str, Any]] = []
     rt = process(server)
     rt.kube, rt.refresher = KilledAfterScale(server, events), None  # type: ignore[assignment]
@@ -330,10 +333,7 @@ class FinalWriteFails(Interleaving):
 async def test_a_scale_whose_account_failed_to_land_is_not_told_again_as_a_stopped_operators(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setitem(SPEC, "replicas", {"min": 1, "max": 64})
-    server = Server(replicas=4)
-    for i in range(8):
-        await one_tick(process(server), server, cluster(server, NOW + 10 * i, 0.5, 1.0, 8.0))
+    server = await quiet_minute(monkeypatch)
     events: list[dict[str, Any]] = []
     rt = process(server)
     rt.kube = FinalWriteFails(server, events)  # type: ignore[assignment]
