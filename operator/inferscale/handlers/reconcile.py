@@ -547,6 +547,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     interval = max(policy.interval, rt.default_interval)
     ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, interval, policy.time_to_ready_prior)
     state = replace(prior, time_to_ready=ttr.value)
+    state = _settle_unconfirmed(rt, uid, state, ts.replicas)
     coming, _ = on_their_way(ts, _lead(ttr, policy))
     workload = Workload(ns, ts.replicas, ts.ready_pods, coming, ts.capacity_blocked)
     obs, why = observe(
@@ -630,15 +631,17 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                     )
                     failed = Condition("Ready", "False", "ScaleConflict", msg)
             elif e.status == 0 or e.status >= 500:
-                # no answer, or the server's own failure (a 504, etcd timing out): the write may have landed. A
-                # scale-down stays counted as made, the safe side, as when the operator dies between record and
-                # scale: taken back, the next tick would count its rate limit from the new count and step down
-                # again at once. A scale-up is taken back: one that did not land (a failing webhook's 500, a
-                # refused connection) is retried next tick, not a period later with the SLO missed meanwhile
+                # no answer, or the server's own failure (a 504, etcd timing out): the write may have landed. Its
+                # record stays until the next tick reads the target (`_settle_unconfirmed`): taken back now, a scale
+                # that landed would leave the rate limits counting from its new count (a second step within the
+                # period); kept for good, one that did not land would hold its retry a period
                 metrics.KUBE_ERRORS.labels("scale").inc()
-                unconfirmed = decision.replicas < decision.current
-                then = "counted as made" if unconfirmed else "retried next tick"
-                msg = f"scaling {target} to {decision.replicas} got no clear answer ({e}); {then}"
+                unconfirmed = True
+                rt.unconfirmed[uid] = decision.state.scale_events[-1]
+                msg = (
+                    f"scaling {target} to {decision.replicas} got no clear answer ({e}); the next tick reads whether "
+                    "it landed"
+                )
                 failed = Condition("Ready", "False", "ScaleUnconfirmed", msg)
             else:
                 metrics.KUBE_ERRORS.labels("scale").inc()
@@ -695,18 +698,37 @@ async def _from_pods(
 LOST_AFTER = 30.0
 
 
+def _settle_unconfirmed(rt: Runtime, uid: str, state: ScalerState, replicas: int) -> ScalerState:
+    """The scale whose /scale got no clear answer last tick, read on the target now: at its old count it did not
+    land, and its record goes (the decision retries at once); at its new count it did, and it is told
+    (`_lost_scale`). Any other count is someone else's: the record stays, the safe side."""
+    event = rt.unconfirmed.pop(uid, None)
+    if event is None or event not in state.scale_events:
+        return state
+    if replicas == event.from_replicas:
+        return replace(state, scale_events=tuple(e for e in state.scale_events if e != event))
+    if replicas == event.to_replicas:
+        rt.landed[uid] = event.at
+    return state
+
+
 def _lost_scale(
     rt: Runtime, meta: Mapping[str, Any], state: ScalerState, status: Mapping[str, Any], replicas: int, now: float
-) -> ScaleEvent | None:
-    """A scale another process made and could not tell (`untold_scale`): not one of this process's own, whose
-    Event went out when it was made, and told once."""
+) -> tuple[ScaleEvent, str] | None:
+    """A scale not told when it was made, and how to tell it (once): one whose /scale answer was lost and that the
+    target now shows, or one another process made and could not tell (`untold_scale`); never one of this
+    process's own that it told."""
     lost = untold_scale(state.scale_events, status, replicas)
     key = _service_key(meta)
-    if lost is None or now - lost.at < LOST_AFTER or rt.told_lost.get(key) == lost.at:
+    if lost is None or rt.told_lost.get(key) == lost.at:
         return None
-    if (lost.at, lost.from_replicas, lost.to_replicas) in rt.written_events.get(key, frozenset()):
+    if rt.landed.pop(key, None) == lost.at:
+        return lost, "its /scale got no clear answer; the Deployment shows it landed"
+    if now - lost.at < LOST_AFTER or (lost.at, lost.from_replicas, lost.to_replicas) in rt.written_events.get(
+        key, frozenset()
+    ):
         return None
-    return lost
+    return lost, f"made at {rfc3339(lost.at)} by the operator before it stopped, whose account of it was lost with it"
 
 
 def _service_key(meta: Mapping[str, Any]) -> str:
@@ -854,9 +876,9 @@ async def _write(
         message = f"{decision.current} → {decision.replicas}: {decision.message}" + (f"; {steer}" if steer else "")
         await post_event(rt, body, "Normal", verb, message, now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
-    elif (lost := _lost_scale(rt, meta, state, status, ts.replicas, now)) is not None:
+    elif (untold := _lost_scale(rt, meta, state, status, ts.replicas, now)) is not None:
+        lost, told = untold
         rt.told_lost[_service_key(meta)] = lost.at  # once, whether or not the status write below lands
-        told = f"made at {rfc3339(lost.at)} by the operator before it stopped, whose account of it was lost with it"
         new_status["lastScaleTime"] = rfc3339(lost.at)
         new_status["history"] = append_history(
             history, lost.at, lost.from_replicas, lost.to_replicas, lost.reason, told

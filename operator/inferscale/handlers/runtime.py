@@ -14,6 +14,7 @@ from inferscale.adapters.workload import rfc3339
 from inferscale.api.models import API_VERSION, KIND
 from inferscale.handlers import metrics
 from inferscale.scaling.telling import Told
+from inferscale.scaling.types import ScaleEvent
 
 if TYPE_CHECKING:
     from inferscale.handlers.collector import HistoryKey
@@ -68,6 +69,10 @@ class Runtime:
     written_events: dict[str, frozenset[tuple[float, int, int]]] = field(default_factory=dict)
     told_contention: set[str] = field(default_factory=set)  # service uids told another writer records scales
     told_lost: dict[str, float] = field(default_factory=dict)  # service uid -> the lost scale it told (its time)
+    # service uid -> the scale whose /scale got no clear answer, until the next tick reads the target; and the time
+    # of one that tick found landed, to be told
+    unconfirmed: dict[str, ScaleEvent] = field(default_factory=dict)
+    landed: dict[str, float] = field(default_factory=dict)
     # the engines' own /metrics read through a Prometheus outage, kept between ticks for their rates (podPort)
     pod_reads: PodReads = field(default_factory=PodReads)
 
@@ -95,6 +100,8 @@ class Runtime:
         self.written_events = {u: e for u, e in self.written_events.items() if u in services}
         self.told_contention &= services
         self.told_lost = {u: at for u, at in self.told_lost.items() if u in services}
+        self.unconfirmed = {u: e for u, e in self.unconfirmed.items() if u in services}
+        self.landed = {u: at for u, at in self.landed.items() if u in services}
 
 
 async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
