@@ -547,7 +547,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     interval = max(policy.interval, rt.default_interval)
     ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, interval, policy.time_to_ready_prior)
     state = replace(prior, time_to_ready=ttr.value)
-    state = _settle_unconfirmed(rt, uid, state, ts.replicas)
+    state, unsettled = _settle_unconfirmed(rt, uid, state, ts.replicas)
     coming, _ = on_their_way(ts, _lead(ttr, policy))
     workload = Workload(ns, ts.replicas, ts.ready_pods, coming, ts.capacity_blocked)
     obs, why = observe(
@@ -590,7 +590,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     if decision.changed and not advisory and refusal is not None and now < refusal.retry_at:
         failed = Condition("Ready", "False", refusal.reason, _refused(refusal))  # not tried again yet
     elif decision.changed and not advisory:
-        ahead = await _record_ahead(rt, body, decision.state, now)
+        ahead = await _record_ahead(rt, body, _with_event(decision.state, unsettled), now)
     if ahead and rt.deletion_cost and decision.replicas < decision.current:
         loads = pod_loads(
             tick.snapshot_for(spec.metrics.selector), workload, spec.model.name, policy.stale_after, spec.engine
@@ -648,6 +648,15 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
                 refusal = rt.refuse_scale(uid, now, f"could not scale {target} to {decision.replicas}: {e}")
                 failed = Condition("Ready", "False", "ScaleFailed", _refused(refusal))
     new_state = decision.state if acted or unconfirmed else _unrecorded(decision, now)
+    if (
+        unsettled is not None
+        and not acted
+        and now - unsettled.at < max(policy.scale_up.period, policy.scale_down.period)
+    ):
+        # the target showed its old count, and no scale has gone through since: a cache that lags a write that
+        # landed reads the same, so the record stays (counted against the limits) until a tick settles it
+        new_state = _with_event(new_state, unsettled)
+        rt.unconfirmed.setdefault(uid, unsettled)
     # a scale recorded ahead and then refused must be taken back whatever else the status says, or the next
     # tick counts a scale that never happened against the rate limit
     retract = ahead and not (acted or unconfirmed)
@@ -691,6 +700,8 @@ async def _from_pods(
     return direct, text + (f"; {errors[0]}" if errors else "")
 
 
+LANDED = "its /scale got no clear answer; the Deployment shows it landed"
+
 # Seconds a scale recorded ahead may go without its account before another process tells it: a process alive
 # writes its account within the tick (a second operator acting beside it must not tell its scale in flight),
 # while one killed between the scale and the account is replaced no sooner than a pod restart or a Lease
@@ -698,18 +709,37 @@ async def _from_pods(
 LOST_AFTER = 30.0
 
 
-def _settle_unconfirmed(rt: Runtime, uid: str, state: ScalerState, replicas: int) -> ScalerState:
-    """The scale whose /scale got no clear answer last tick, read on the target now: at its old count it did not
-    land, and its record goes (the decision retries at once); at its new count it did, and it is told
-    (`_lost_scale`). Any other count is someone else's: the record stays, the safe side."""
+async def _tell(
+    rt: Runtime, body: Mapping[str, Any], history: Any, event: ScaleEvent, told: str, now: float
+) -> list[dict[str, Any]]:
+    """A scale not told when it was made: its Event now, and its history entry at its own time."""
+    verb = "ScaledUp" if event.to_replicas > event.from_replicas else "ScaledDown"
+    message = f"{event.from_replicas} → {event.to_replicas} ({event.reason}): {told}"
+    await post_event(rt, body, "Normal", verb, message, now)
+    return append_history(history, event.at, event.from_replicas, event.to_replicas, event.reason, told)
+
+
+def _settle_unconfirmed(
+    rt: Runtime, uid: str, state: ScalerState, replicas: int
+) -> tuple[ScalerState, ScaleEvent | None]:
+    """The scale whose /scale got no clear answer, read on the target now. At its new count it landed: its record
+    stays, and it is told (`_lost_scale`, or beside this tick's own scale). At its old count it seems not to have:
+    the decision is made without its record, so it retries at once, and the record is given back unless a
+    scale goes through (returned as unsettled). Any other count is someone else's: the record stays."""
     event = rt.unconfirmed.pop(uid, None)
     if event is None or event not in state.scale_events:
-        return state
+        return state, None
     if replicas == event.from_replicas:
-        return replace(state, scale_events=tuple(e for e in state.scale_events if e != event))
+        return replace(state, scale_events=tuple(e for e in state.scale_events if e != event)), event
     if replicas == event.to_replicas:
-        rt.landed[uid] = event.at
-    return state
+        rt.landed[uid] = event
+    return state, None
+
+
+def _with_event(state: ScalerState, event: ScaleEvent | None) -> ScalerState:
+    if event is None or event in state.scale_events:
+        return state
+    return replace(state, scale_events=tuple(sorted((*state.scale_events, event), key=lambda e: e.at)))
 
 
 def _lost_scale(
@@ -722,8 +752,9 @@ def _lost_scale(
     key = _service_key(meta)
     if lost is None or rt.told_lost.get(key) == lost.at:
         return None
-    if rt.landed.pop(key, None) == lost.at:
-        return lost, "its /scale got no clear answer; the Deployment shows it landed"
+    if rt.landed.get(key) == lost:
+        del rt.landed[key]
+        return lost, LANDED
     if now - lost.at < LOST_AFTER or (lost.at, lost.from_replicas, lost.to_replicas) in rt.written_events.get(
         key, frozenset()
     ):
@@ -868,6 +899,9 @@ async def _write(
         "scaler": state_to_status(state),
     }
     if acted:
+        earlier = rt.landed.pop(_service_key(meta), None)
+        if earlier is not None:  # a scale that landed unanswered, told before the one it is followed by
+            history = await _tell(rt, body, history, earlier, LANDED, now)
         new_status["lastScaleTime"] = rfc3339(now)
         new_status["history"] = append_history(
             history, now, decision.current, decision.replicas, decision.reason.value, decision.message
@@ -880,13 +914,7 @@ async def _write(
         lost, told = untold
         rt.told_lost[_service_key(meta)] = lost.at  # once, whether or not the status write below lands
         new_status["lastScaleTime"] = rfc3339(lost.at)
-        new_status["history"] = append_history(
-            history, lost.at, lost.from_replicas, lost.to_replicas, lost.reason, told
-        )
-        verb = "ScaledUp" if lost.to_replicas > lost.from_replicas else "ScaledDown"
-        await post_event(
-            rt, body, "Normal", verb, f"{lost.from_replicas} → {lost.to_replicas} ({lost.reason}): {told}", now
-        )
+        new_status["history"] = await _tell(rt, body, history, lost, told, now)
         acted_before = True
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
     made = ("scaler", "lastScaleTime", "history") if acted or acted_before else ("scaler",) if retract else ()

@@ -72,7 +72,7 @@ class Runtime:
     # service uid -> the scale whose /scale got no clear answer, until the next tick reads the target; and the time
     # of one that tick found landed, to be told
     unconfirmed: dict[str, ScaleEvent] = field(default_factory=dict)
-    landed: dict[str, float] = field(default_factory=dict)
+    landed: dict[str, ScaleEvent] = field(default_factory=dict)
     # the engines' own /metrics read through a Prometheus outage, kept between ticks for their rates (podPort)
     pod_reads: PodReads = field(default_factory=PodReads)
 
@@ -101,7 +101,7 @@ class Runtime:
         self.told_contention &= services
         self.told_lost = {u: at for u, at in self.told_lost.items() if u in services}
         self.unconfirmed = {u: e for u, e in self.unconfirmed.items() if u in services}
-        self.landed = {u: at for u, at in self.landed.items() if u in services}
+        self.landed = {u: e for u, e in self.landed.items() if u in services}
 
 
 async def post_event(rt: Runtime, body: Mapping[str, Any], kind: str, reason: str, message: str, now: float) -> None:
