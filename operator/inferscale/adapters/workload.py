@@ -26,6 +26,8 @@ FLAP_FACTOR = 2.0
 # A pod this young cannot have flapped for longer than it has lived: the operator watches its start, as it
 # watches a pod it saw before it was Ready (the floor covers ticks that overrun and whole-second timestamps).
 WITNESS_FLOOR = 60.0
+# Seconds a node's clock may run ahead of the operator's before a Ready time it stamps is not read as a start's end.
+CLOCK_SLACK = 30.0
 
 
 def restarts(pod_status: Mapping[str, Any]) -> int:
@@ -86,6 +88,9 @@ class Start:
     seconds: float
     age: float
     ready_for: float
+    # its containers restarted: a start the operator watched from creation (a retry during warm-up) still counts,
+    # an unwatched one's Ready time may be a restart's
+    restarted: bool = False
 
 
 @dataclass(frozen=True)
@@ -186,13 +191,17 @@ def target_state(deployment: Obj | None, pods: Iterable[Obj], now: float) -> Tar
             ready.add(name)
             # a restarted container's Ready time is its restart's, not the start-up's
             became = parse_time(ready_cond.get("lastTransitionTime"))
-            seconds = None if restarted else _start_up(pod, created, became)
-            if seconds is not None and created is not None and became is not None:
-                starts.append(Start(name, seconds, now - created, now - became))
+            seconds = _start_up(pod, created, became)
+            # a Ready time later than the tick is a node's clock running ahead: its start would read long by as much
+            if seconds is not None and created is not None and became is not None and became <= now + CLOCK_SLACK:
+                starts.append(Start(name, seconds, now - created, now - became, restarted))
             continue
         pending += 1
-        placed = None if restarted else _placed(pod)
-        unready.append(Unready(name, _never_ready(pod, ready_cond, created), None if placed is None else now - placed))
+        never = _never_ready(pod, ready_cond, created)
+        # only a pod on its way to its first Ready can be stuck on it: one that served and lost its readiness (a
+        # probe timing out under load) is a serving pod's trouble, not a start that does not end
+        placed = _placed(pod) if never else None
+        unready.append(Unready(name, never, None if placed is None else now - placed))
         restarting += restarted
         sched = _condition(pod, "PodScheduled")
         if sched and sched.get("status") == "False" and sched.get("reason") == "Unschedulable":
@@ -271,14 +280,19 @@ def measure_time_to_ready(
             continue
         if start.age <= span or (start.pod in kept.watching and start.ready_for <= span):
             seen[start.pod] = start.seconds
-        else:
+        elif not start.restarted:
             unwatched.append(start.seconds)
-    now_kept = Starts(frozenset(u.pod for u in ts.unready if u.never_ready and u.pod not in seen), seen)
+    # a pod watched since before its first Ready stays watched through a restart: a warm-up that crashed once
+    # (an OOM, a liveness probe that fired early) is still a start, and the lead must cover it
+    watching = {u.pod for u in ts.unready if (u.never_ready or u.pod in kept.watching) and u.pod not in seen}
+    now_kept = Starts(frozenset(watching), seen)
     samples = [*seen.values(), *unwatched]
     if not samples:
         return TimeToReadyMeasure(previous, now_kept, 0)
-    reference = previous if previous is not None else prior
-    bound = FLAP_FACTOR * statistics.median_low([*samples, *([reference] if reference is not None else [])])
+    # both the last measure and the spec's prior: a last measure far below every start (a hand-edited 0) must not
+    # make each real start read as a flap, and hold the lead at it
+    references = [r for r in (previous, prior) if r is not None]
+    bound = FLAP_FACTOR * statistics.median_low([*samples, *references])
     counted = [*seen.values(), *(s for s in unwatched if s <= bound)]
     return TimeToReadyMeasure(max(counted) if counted else previous, now_kept, len(samples))
 

@@ -140,8 +140,8 @@ def test_observed_lengths_need_every_rate() -> None:
 
 
 def seconds(ts: TargetState) -> tuple[float, ...]:
-    """The start-ups measured on the Ready pods."""
-    return tuple(s.seconds for s in ts.starts)
+    """The start-ups measured on the Ready pods that never restarted (a restarted one counts only if watched)."""
+    return tuple(s.seconds for s in ts.starts if not s.restarted)
 
 
 def pod(name: str, ready: bool, created: str, became: str | None = None, **extra: object) -> dict[str, object]:
@@ -193,6 +193,24 @@ def test_one_adopted_pod_whose_probe_flapped_is_measured_against_the_prior_not_i
     assert unwatched((2400.0,), 200.0, prior=180.0) == 200.0
     assert unwatched((300.0,), None, prior=180.0) == 300.0  # a slow start within twice the prior counts
     assert unwatched((2400.0, 2400.0, 2400.0), None, prior=180.0) == 2400.0  # a slow model on every pod
+    # a last measure hand-edited to 0 does not make a real start read as a flap (and hold the lead at 0)
+    assert unwatched((240.0,), 0.0, prior=180.0) == 240.0
+
+
+def test_a_watched_start_that_crashed_once_during_warm_up_is_still_measured() -> None:
+    fast = [fleet_pod("a", 60.0), fleet_pod("b", 60.0)]
+    crashed = {**fleet_pod("d", None), "status": {**fleet_pod("d", None)["status"], "restarts": 1}}  # type: ignore[dict-item]
+    retried = {**fleet_pod("d", 895.0), "status": {**fleet_pod("d", 895.0)["status"], "restarts": 1}}  # type: ignore[dict-item]
+    got = lead([(120.0, [*fast, fleet_pod("d", None)]), (300.0, [*fast, crashed]), (900.0, [*fast, retried])])
+    assert got == 895.0  # creation to its first Ready, the retry included: the lead must cover it
+    # unwatched, a restarted pod's Ready time may be its restart's: not a start
+    assert lead([(900.0, [*fast, retried])]) == 60.0
+
+
+def test_a_ready_time_a_node_stamped_in_the_future_is_not_a_start() -> None:
+    ahead = fleet_pod("n", 1000.0)  # the node's clock 10 minutes ahead of the operator's at T0 + 400
+    assert seconds(target_state(DEP, [ahead], T0 + 400.0)) == ()
+    assert seconds(target_state(DEP, [fleet_pod("m", 420.0)], T0 + 400.0)) == (420.0,)  # within the slack
 
 
 def test_a_watched_start_counts_however_slow_and_what_status_keeps_round_trips() -> None:
@@ -512,6 +530,9 @@ def test_replicas_on_their_way_are_no_more_than_the_deployment_asks_and_none_stu
     # a rollout's surge: two new pods beside three Ready old ones, for 4 replicas: one more to come, not two
     assert coming([*ready, starting, fleet_pod("surge", None)], 4, T0 + 121.0) == (1, ())
     assert coming([*ready, starting], 3, T0 + 121.0) == (0, ())  # a pod on its way out
+    # a pod that served for a day and lost its readiness (a probe timing out under load) is not stuck on a start
+    blip = fleet_pod("blip", None, not_ready_since=86_380.0)
+    assert coming([*ready, blip], 4, T0 + 86_400.0) == (1, ())
 
 
 def test_a_stuck_pod_is_named_in_a_condition() -> None:
