@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inferscale.api.status import MAX_KEPT_STARTS
-from inferscale.scaling.state import stored_time_to_ready
+from inferscale.scaling.state import MAX_TIME_TO_READY, stored_time_to_ready
 
 Obj = Mapping[str, Any]
 # A GPU pod the scheduler cannot place for this long is reported (CapacityBlocked): a node is being provisioned
@@ -260,7 +260,12 @@ class TimeToReadyMeasure:
 
 
 def measure_time_to_ready(
-    ts: TargetState, kept: Starts, previous: float | None, interval: float, prior: float | None = None
+    ts: TargetState,
+    kept: Starts,
+    previous: float | None,
+    interval: float,
+    prior: float | None = None,
+    since_last: float | None = None,
 ) -> TimeToReadyMeasure:
     """The slowest start-up among the target's current pods; the previous value when none is measured.
 
@@ -270,16 +275,25 @@ def measure_time_to_ready(
     two ticks now. A pod that became Ready unwatched (the operator was down, or adopted the target) counts
     only within FLAP_FACTOR of the typical start, since its Ready time may be a flap's; the typical start is
     the median of the starts seen and of `previous` (else `prior`, the spec's), so that one adopted pod's flap
-    is not its own measure. `interval` is the time between the service's ticks."""
+    is not its own measure. `interval` is the time between the service's ticks; `since_last`, the seconds since
+    this service's previous tick on the operator's own clock, when known.
+
+    A pod watched not Ready at the previous tick and Ready now became Ready between the two ticks, whatever the
+    kubelet's clock says: within two ticks by the operator's clock, it counts as watched even where its Ready
+    time reads older (the operator's clock ahead of the node's). Its kubelet-stamped start is then not to be
+    trusted short: it is at least its age less the time since the last tick."""
     span = max(WITNESS_FLOOR, 2 * interval)
     live = ts.ready_pods | {u.pod for u in ts.unready}
     seen = {pod: s for pod, s in kept.seen.items() if pod in live}
     unwatched = []
+    gap = since_last if since_last is not None and 0 <= since_last <= span else None
     for start in ts.starts:
         if start.pod in seen:
             continue
         if start.age <= span or (start.pod in kept.watching and start.ready_for <= span):
             seen[start.pod] = start.seconds
+        elif start.pod in kept.watching and gap is not None:
+            seen[start.pod] = min(max(start.seconds, start.age - gap), MAX_TIME_TO_READY)
         elif not start.restarted:
             unwatched.append(start.seconds)
     # a pod watched since before its first Ready stays watched through a restart: a warm-up that crashed once

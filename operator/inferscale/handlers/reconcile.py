@@ -545,7 +545,9 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     starts = Starts() if moved else starts_from_status(status.get("timeToReady"))
     # a service ticks at its own interval, but no more often than the operator does
     interval = max(policy.interval, rt.default_interval)
-    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, interval, policy.time_to_ready_prior)
+    last = prior.last_tick.at if prior.last_tick is not None else None
+    since_last = now - last if last is not None else None
+    ttr = measure_time_to_ready(ts, starts, prior.time_to_ready, interval, policy.time_to_ready_prior, since_last)
     state = replace(prior, time_to_ready=ttr.value)
     state, unsettled = _settle_unconfirmed(rt, uid, state, ts.replicas)
     coming, _ = on_their_way(ts, _lead(ttr, policy))

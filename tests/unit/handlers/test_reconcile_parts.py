@@ -248,11 +248,17 @@ def fleet_pod(
 DEP = {"spec": {"replicas": 4, "selector": {"matchLabels": {"app": "x"}}}}
 
 
-def lead(ticks: list[tuple[float, list[dict[str, object]]]], interval: float = 10.0) -> float | None:
-    kept, value = Starts(), None
+def lead(
+    ticks: list[tuple[float, list[dict[str, object]]]], interval: float = 10.0, ahead: float | None = None
+) -> float | None:
+    """The lead after `ticks` (offsets on the cluster's clock); `ahead`: the operator's clock runs this far ahead
+    of the cluster's and the operator knows when it last ticked (status.scaler.lastTick)."""
+    kept, value, last = Starts(), None, None
     for offset, pods in ticks:
-        got = measure_time_to_ready(target_state(DEP, pods, T0 + offset), kept, value, interval)
-        kept, value = got.kept, got.value
+        now = T0 + offset + (ahead or 0.0)
+        since = now - last if ahead is not None and last is not None else None
+        got = measure_time_to_ready(target_state(DEP, pods, now), kept, value, interval, None, since)
+        kept, value, last = got.kept, got.value, now
     return value
 
 
@@ -262,6 +268,18 @@ def test_a_pod_first_seen_starting_late_is_still_watched() -> None:
     fast = [fleet_pod("a", 60.0), fleet_pod("b", 60.0)]
     assert lead([(120.0, [*fast, fleet_pod("c", None), fleet_pod("d", None)]),
                  (400.0, [*fast, fleet_pod("c", 400.0), fleet_pod("d", 395.0)])]) == 400.0  # fmt: skip
+
+
+def test_a_start_watched_between_two_ticks_counts_with_the_operators_clock_two_minutes_ahead() -> None:
+    # a new GPU node, then the model: 480 s on the cluster's clocks. The operator's clock runs 2 minutes ahead, so
+    # the pod's Ready time reads 130 s old at the tick that sees it Ready: by the timestamps alone, a flap
+    fast = [fleet_pod("a", 60.0), fleet_pod("b", 60.0)]
+    ticks = [(470.0, [*fast, fleet_pod("d", None)]), (480.0, [*fast, fleet_pod("d", 480.0)])]
+    assert lead(ticks, ahead=120.0) == 590.0  # watched: its age less the 10 s since the last tick, the safe side
+    assert lead([(470.0, [*fast, fleet_pod("d", None)]), (480.0, [*fast, fleet_pod("d", 480.0)])]) == 480.0
+    # without knowing when it last ticked (a status from an older version), the timestamps decide, as before
+    ticks_blind = [(470.0 + 120.0, [*fast, fleet_pod("d", None)]), (480.0 + 120.0, [*fast, fleet_pod("d", 480.0)])]
+    assert lead(ticks_blind) == 60.0
 
 
 def test_a_watched_pod_that_flapped_while_the_operator_was_down_is_measured_as_unwatched() -> None:
