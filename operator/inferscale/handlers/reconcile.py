@@ -106,16 +106,14 @@ def _identity(meta: Any) -> tuple[Any, Any]:
     return (meta.get("uid"), meta.get("generation")) if isinstance(meta, Mapping) else (None, None)
 
 
+def _event_key(event: ScaleEvent) -> tuple[float, int, int]:
+    return event.at, event.from_replicas, event.to_replicas
+
+
 def _scale_events(status: Any) -> frozenset[tuple[float, int, int]]:
-    """The (at, from, to) of each scale event a status's scaler records; an entry that does not parse is left out,
-    as `state_from_status` leaves it."""
+    """The (at, from, to) of each scale event a status's scaler records, as the rate limits read them."""
     scaler = status.get("scaler") if isinstance(status, Mapping) else None
-    events = scaler.get("scaleEvents") if isinstance(scaler, Mapping) else None
-    out: set[tuple[float, int, int]] = set()
-    for e in events if isinstance(events, list) else ():
-        if isinstance(e, Mapping) and isinstance(e.get("at"), int | float):
-            out.add((float(e["at"]), e.get("from"), e.get("to")))  # type: ignore[arg-type]
-    return frozenset(out)
+    return frozenset(_event_key(e) for e in state_from_status(scaler).scale_events)
 
 
 RATE_HISTORY = "rate_history"  # the failed query a decision names while a restarted operator has no history yet
@@ -147,7 +145,7 @@ async def _write_own_status(
         if "scaler" in status:
             # as sent, not as confirmed: a write whose answer was lost may land after the next tick's list, and
             # this process's own record must not read as another writer's then
-            own(rt, body, status, now)
+            _own(rt, body, status, now)
         return await rt.kube.merge_patch(path, patch)
 
     try:
@@ -177,7 +175,7 @@ async def _write_own_status(
 OWN_EVENTS_KEPT = 3600.0  # seconds a scale event this process wrote is remembered as its own: past any period
 
 
-def own(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
+def _own(rt: Runtime, body: Mapping[str, Any], status: Mapping[str, Any], now: float) -> None:
     """Remember the scale events `status` adds to those the tick read: the ones this process made."""
     key = _service_key(body.get("metadata") or {})
     kept = {e for e in rt.written_events.get(key, frozenset()) if e[0] > now - OWN_EVENTS_KEPT}
@@ -757,9 +755,7 @@ def _lost_scale(
     if rt.landed.get(key) == lost:
         del rt.landed[key]
         return lost, LANDED
-    if now - lost.at < LOST_AFTER or (lost.at, lost.from_replicas, lost.to_replicas) in rt.written_events.get(
-        key, frozenset()
-    ):
+    if now - lost.at < LOST_AFTER or _event_key(lost) in rt.written_events.get(key, frozenset()):
         return None
     return lost, f"made at {rfc3339(lost.at)} by the operator before it stopped, whose account of it was lost with it"
 
@@ -874,7 +870,7 @@ async def _write(
     metrics.set_conditions(ns, name, ((c.type, c.status == "True", c.reason) for c in conditions))
 
     history = status.get("history")
-    acted_before = False  # a scale of the process before this one told now (`untold_scale`)
+    told_late = False  # a scale made earlier and not told then, told now (`_lost_scale`)
     new_status: dict[str, Any] = {
         "replicas": decision.replicas if acted else ts.replicas,
         "readyReplicas": len(ts.ready_pods),
@@ -917,10 +913,10 @@ async def _write(
         rt.told_lost[_service_key(meta)] = lost.at  # once, whether or not the status write below lands
         new_status["lastScaleTime"] = rfc3339(lost.at)
         new_status["history"] = await _tell(rt, body, history, lost, told, now)
-        acted_before = True
+        told_late = True
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
-    made = ("scaler", "lastScaleTime", "history") if acted or acted_before else ("scaler",) if retract else ()
-    await _patch_status(rt, body, new_status, now, force=retract or acted_before, keep=made)
+    made = ("scaler", "lastScaleTime", "history") if acted or told_late else ("scaler",) if retract else ()
+    await _patch_status(rt, body, new_status, now, force=retract or told_late, keep=made)
     _log_decision(rt, _service_key(meta), f"{ns}/{name}", decision, acted, now)
     metrics.DESIRED.labels(ns, name).set(decision.replicas)
     metrics.CURRENT.labels(ns, name).set(new_status["replicas"])

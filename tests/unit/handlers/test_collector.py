@@ -138,22 +138,29 @@ async def test_a_deployment_that_stopped_reporting_is_forgotten_after_the_histor
     assert ((), "ns", "m", "llm") in collector.history and ((), "ns", "m", None) in collector.history
 
 
-class DownProm(Prom):
-    """A Prometheus that answers nothing: every query of the snapshot failed."""
+class HistoryDownProm(Prom):
+    """Instant queries answer; range queries fail (a query-frontend down, a range too long for its limits)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.history_queries = 0
-
-    async def snapshot(self, now: float, selector: dict[str, str], tpot: bool) -> FleetSnapshot:
-        self.snapshots.append((selector, tpot))
-        return FleetSnapshot(now, {}, frozenset(build_queries()), ("down",))
 
     async def rate_history(
         self, start: float, end: float, step: float, selector: dict[str, str]
     ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
         self.history_queries += 1
         raise TimeoutError("no answer")
+
+    def describe(self, error: BaseException) -> str:
+        return str(error)
+
+
+class DownProm(HistoryDownProm):
+    """A Prometheus that answers nothing: every query of the snapshot failed."""
+
+    async def snapshot(self, now: float, selector: dict[str, str], tpot: bool) -> FleetSnapshot:
+        self.snapshots.append((selector, tpot))
+        return FleetSnapshot(now, {}, frozenset(build_queries()), ("down",))
 
 
 async def test_a_prometheus_that_answered_nothing_is_not_asked_for_the_history_too() -> None:
@@ -340,18 +347,6 @@ async def test_a_selector_group_no_service_uses_any_more_loses_its_history_after
     now[0] += HISTORY_SPAN
     await collector.refresh()
     assert {key[0] for key in collector.history} == {()}
-
-
-class HistoryDownProm(Prom):
-    """Instant queries answer; range queries fail (a query-frontend down, a range too long for its limits)."""
-
-    async def rate_history(
-        self, start: float, end: float, step: float, selector: dict[str, str]
-    ) -> dict[tuple[str, str, str], list[tuple[float, float]]]:
-        raise TimeoutError("no answer")
-
-    def describe(self, error: BaseException) -> str:
-        return str(error)
 
 
 async def test_a_restarted_operator_without_its_history_says_so_until_it_reads_it_or_would_have_lost_it() -> None:

@@ -620,33 +620,37 @@ def with_version(t: Tick, version: str) -> Tick:
     return t
 
 
+HALVING = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleDown": {"maxDecrease": "50%"}}}
+
+
+async def unanswered_scale_down(unanswered: int) -> tuple[Runtime, dict[str, Any]]:
+    """8 -> 4 on an idle fleet, its /scale unanswered; the status it leaves, watched long before."""
+    rt = runtime(first := FakeKube(fail={"/scale": unanswered}))
+    await reconcile(rt, idle_tick(8, NOW), svc(HALVING, OLD_STATE))
+    left = _held(first)
+    left["scaler"]["lastTick"]["watchedSince"] = NOW - 3600
+    return rt, left
+
+
 async def test_an_unanswered_scale_down_a_lagging_cache_hides_keeps_its_record_until_the_target_shows_it() -> None:
     # 8 -> 4 lands unanswered; the next tick's cache still shows 8, so the retry is refused (409) on its version:
     # with the record gone, the tick after would count the limit from 4 and step to 2 twenty seconds in
-    spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleDown": {"maxDecrease": "50%"}}}
-    rt = runtime(first := FakeKube(fail={"/scale": 504}))
-    await reconcile(rt, idle_tick(8, NOW), svc(spec, OLD_STATE))
-    left = _held(first)
-    left["scaler"]["lastTick"]["watchedSince"] = NOW - 3600
+    rt, left = await unanswered_scale_down(504)
     rt.kube = lagging = FakeKube(fail={"/scale": 409})  # type: ignore[assignment]
-    await reconcile(rt, with_version(idle_tick(8, NOW + 10), "7"), svc(spec, left))
+    await reconcile(rt, with_version(idle_tick(8, NOW + 10), "7"), svc(HALVING, left))
     assert lagging.scales() == [4]
     left = {**left, **_held(lagging)}
     assert [(e["from"], e["to"]) for e in left["scaler"]["scaleEvents"]] == [(8, 4)]
     rt.kube = caught_up = FakeKube()  # type: ignore[assignment]
-    await reconcile(rt, idle_tick(4, NOW + 20), svc(spec, left))
+    await reconcile(rt, idle_tick(4, NOW + 20), svc(HALVING, left))
     assert caught_up.scales() == [], "a second 50% step down inside the period"
     assert [e["reason"] for e in caught_up.events()] == ["ScaledDown"]  # told, now that the target shows it
 
 
 async def test_an_unanswered_scale_that_landed_is_told_before_the_scale_that_follows_it() -> None:
-    spec = {**GOOD, "replicas": {"min": 1, "max": 8}, "behavior": {"scaleDown": {"maxDecrease": "50%"}}}
-    rt = runtime(first := FakeKube(fail={"/scale": 0}))
-    await reconcile(rt, idle_tick(8, NOW), svc(spec, OLD_STATE))
-    left = _held(first)
-    left["scaler"]["lastTick"]["watchedSince"] = NOW - 3600
+    rt, left = await unanswered_scale_down(0)
     rt.kube = then = FakeKube()  # type: ignore[assignment]
-    await reconcile(rt, saturated_tick(4, NOW + 10), svc(spec, left))  # landed, and the load came back at once
+    await reconcile(rt, saturated_tick(4, NOW + 10), svc(HALVING, left))  # landed, and the load came back at once
     assert then.scales() and then.scales()[0] > 4
     history = _held(then)["history"]
     assert [(h["from"], h["to"]) for h in history][:1] == [(8, 4)] and "landed" in history[0]["message"]

@@ -28,8 +28,9 @@ MinNonSaturatedReplicasForScaleDown 2, GLOBAL_OPT_INTERVAL 60 s.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
-from inferscale.scaling.types import Observation, RateSample, ScaleRule
+from inferscale.scaling.types import Observation, RateSample
 from inferscale.sim.policies.context import PolicyContext
 from inferscale.sim.policies.hpa_behavior import (
     DEFAULT_SCALE_DOWN,
@@ -46,11 +47,11 @@ KV_SPARE_TRIGGER = 0.10
 QUEUE_SPARE_TRIGGER = 3.0
 MIN_NON_SATURATED_FOR_SCALE_DOWN = 2
 OPT_INTERVAL = 60.0
-SAMPLE_INTERVAL = 15.0
+SAMPLE_INTERVAL = SYNC_PERIOD  # one tick is one scrape of the queue and one sync of the HPA
 PEAK_WINDOW = 60.0
 HELM_HPA_WINDOW = 240.0  # the WVA Helm chart's HPA stabilization window, up and down
-HELM_SCALE_UP = ScaleRule(HELM_HPA_WINDOW, DEFAULT_SCALE_UP.max_change_percent, DEFAULT_SCALE_UP.max_change_pods, 15.0)
-HELM_SCALE_DOWN = ScaleRule(HELM_HPA_WINDOW, DEFAULT_SCALE_DOWN.max_change_percent, None, 15.0)
+HELM_SCALE_UP = replace(DEFAULT_SCALE_UP, stabilization_window=HELM_HPA_WINDOW)
+HELM_SCALE_DOWN = replace(DEFAULT_SCALE_DOWN, stabilization_window=HELM_HPA_WINDOW)
 
 
 def saturation_step(kv: float, queue: float, ready: int) -> int:
@@ -73,7 +74,6 @@ class WVASaturation:
 
     def __init__(self, ctx: PolicyContext, hpa: bool = True) -> None:
         """`hpa` False: WVA's count applied as it is decided, as if it scaled the Deployment itself."""
-        assert SAMPLE_INTERVAL == SYNC_PERIOD  # one tick is one scrape and one HPA sync
         self.interval = SAMPLE_INTERVAL
         self.clamp = ctx.clamp
         self._queue = Samples(keep=PEAK_WINDOW)
@@ -85,11 +85,11 @@ class WVASaturation:
 
     def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
         current = obs.current_replicas
+        if obs.waiting is not None and obs.ready_replicas > 0:
+            self._queue.add(now, obs.waiting / obs.ready_replicas)
         if self._next_run is None or now >= self._next_run:
             self._next_run = now + OPT_INTERVAL
             self._analyse(obs, now)
-        elif obs.waiting is not None and obs.ready_replicas > 0:
-            self._queue.add(now, obs.waiting / obs.ready_replicas)
         if self._desired is None:
             return current
         if self._hpa is None:
@@ -100,8 +100,6 @@ class WVASaturation:
     def _analyse(self, obs: Observation, now: float) -> None:
         """One run of the saturation analyser: `_desired` moves by its step, or is kept."""
         current, ready = obs.current_replicas, obs.ready_replicas
-        if obs.waiting is not None and ready > 0:
-            self._queue.add(now, obs.waiting / ready)
         kv = obs.kv_cache_utilization_max
         queue = self._queue.max(now, PEAK_WINDOW)
         if kv is None or queue is None or ready == 0:
