@@ -897,9 +897,13 @@ async def _write(
         "scaler": state_to_status(state),
     }
     if acted:
-        earlier = rt.landed.pop(_service_key(meta), None)
-        if earlier is not None:  # a scale that landed unanswered, told before the one it is followed by
-            history = await _tell(rt, body, history, earlier, LANDED, now)
+        # a scale made before this one and not told (it landed unanswered, or its operator stopped before telling
+        # it), told first: this tick's own record is the newest, so the one before it is looked at
+        before = replace(state, scale_events=state.scale_events[:-1])
+        earlier = _lost_scale(rt, meta, before, status, decision.current, now)
+        if earlier is not None:
+            rt.told_lost[_service_key(meta)] = earlier[0].at
+            history = await _tell(rt, body, history, *earlier, now)
         new_status["lastScaleTime"] = rfc3339(now)
         new_status["history"] = append_history(
             history, now, decision.current, decision.replicas, decision.reason.value, decision.message

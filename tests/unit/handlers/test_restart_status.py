@@ -343,3 +343,30 @@ async def test_a_scale_whose_account_failed_to_land_is_not_told_again_as_a_stopp
         await one_tick(rt, server, cluster(server, NOW + 10 * i, 0.6, 2.0, 16.0))
     told = [e["message"] for e in events if e["reason"] == "ScaledUp"]
     assert len(told) == 1 and "before it stopped" not in told[0]  # its own Event, when it scaled
+
+
+async def test_a_lost_scale_is_told_before_the_scale_its_successor_makes_on_its_first_tick(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    server = await quiet_minute(monkeypatch)
+    events: list[dict[str, Any]] = []
+    rt = process(server)
+    rt.kube, rt.refresher = KilledAfterScale(server, events), None  # type: ignore[assignment]
+    tick = cluster(server, NOW + 80, 0.97, 40.0, 30.0)
+    tick.services = [body := copy.deepcopy(server.svc)]
+    with pytest.raises(Killed):
+        await reconcile(rt, tick, body)
+    first = server.replicas
+    after = process(server)
+    after.kube = Interleaving(server, events)  # type: ignore[assignment]
+    await one_tick(after, server, cluster(server, NOW + 140, 0.99, 200.0, 90.0))
+    assert server.replicas > first, "the load asks the successor for more at once"
+    told = [e for e in events if e["reason"] == "ScaledUp"]
+    history = server.svc["status"].get("history") or []
+    assert len(told) == 2
+    assert "before it stopped" in told[0]["message"] and "before it stopped" not in told[1]["message"]
+    assert [(h["from"], h["to"]) for h in history] == [(4, first), (first, server.replicas)]
+    assert history[0]["at"] < history[1]["at"] == server.svc["status"]["lastScaleTime"]
+    for i in range(15, 18):  # and never again
+        await one_tick(after, server, cluster(server, NOW + 10 * i, 0.6, 2.0, 16.0))
+    assert len([e for e in events if e["reason"] == "ScaledUp"]) == 2
