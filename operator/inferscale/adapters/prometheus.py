@@ -188,14 +188,21 @@ _GENERATED_PREFIX = 63 - _RANDOM  # Kubernetes' generated names: a prefix cut to
 def deployment_pods(deployment: str) -> str:
     """A regex of the names a Deployment's pods get: <deployment>-<hash>-<5 random>, or, where that would be over
     63 characters, Kubernetes' name generator cuts <deployment>-<hash>- to its first 58 and adds the 5 (a
-    Deployment name of 47 characters or more). The vowel-free alphabet keeps a longer sibling's pods out."""
-    whole = f"{re.escape(deployment)}-{_POD_SUFFIX}"
+    Deployment name of 47 characters or more). The vowel-free alphabet keeps a longer sibling's pods out. No
+    backslash in it for a Kubernetes name, so it goes into PromQL strings and Grafana variables as it is (the
+    dashboard reads it from `inferscale_service_model`'s `pods` label)."""
+    whole = f"{_literal(deployment)}-{_POD_SUFFIX}"
     kept = _GENERATED_PREFIX - len(deployment) - 1  # the hash's characters left after the cut
     if kept < 0:  # the Deployment's name itself is cut
-        return f"{re.escape(deployment[:_GENERATED_PREFIX])}{_SAFE}{{{_RANDOM}}}"
+        return f"{_literal(deployment[:_GENERATED_PREFIX])}{_SAFE}{{{_RANDOM}}}"
     if kept < _HASH_MAX + 1:  # the longest hashes and their dash do not fit
-        return f"{whole}|{re.escape(deployment)}-{_SAFE}{{{kept + _RANDOM}}}"
+        return f"{whole}|{_literal(deployment)}-{_SAFE}{{{kept + _RANDOM}}}"
     return whole
+
+
+def _literal(name: str) -> str:
+    """A regex matching `name` alone; a Kubernetes name's '.' as `[.]`, so that no backslash needs escaping."""
+    return "".join(c if c.isalnum() or c == "-" else "[.]" if c == "." else re.escape(c) for c in name)
 
 
 def deployment_of(pod: str) -> str:

@@ -25,8 +25,9 @@ SCALE_ACTIONS = Counter(
 CONDITION = Gauge("inferscale_condition", "Status conditions: 1 True, 0 False.", (*_SERVICE, "type"), registry=REGISTRY)
 SERVICE_MODEL = Gauge(
     "inferscale_service_model",
-    "1 for each service and the model_name its engines serve: the dashboard picks a service's engine series by it.",
-    (*_SERVICE, "model_name"),
+    "1 for each service, the model_name its engines serve and a regex of its target's pod names: the dashboard picks "
+    "a service's engine series by them.",
+    (*_SERVICE, "model_name", "pods"),
     registry=REGISTRY,
 )
 NOT_READY = Gauge(
@@ -92,7 +93,7 @@ TICK_INTERVAL = Gauge("inferscale_tick_interval_seconds", "The operator's tick (
 # the condition types each service's gauge carries now, so that a type its status no longer has is dropped
 _CONDITION_TYPES: dict[tuple[str, str], set[str]] = {}
 _NOT_READY: dict[tuple[str, str], str] = {}  # service -> the reason its Ready condition is False for
-_MODELS: dict[tuple[str, str], str] = {}  # service -> the model_name it was last decided on
+_MODELS: dict[tuple[str, str], tuple[str, str]] = {}  # service -> the (model_name, pods) it was last decided on
 _PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
     (DESIRED, _SERVICE),
     (CURRENT, _SERVICE),
@@ -101,7 +102,7 @@ _PER_SERVICE: tuple[tuple[Gauge | Counter, tuple[str, ...]], ...] = (
     (SCALE_ACTIONS, (*_SERVICE, "direction")),
     (CONDITION, (*_SERVICE, "type")),
     (NOT_READY, (*_SERVICE, "reason")),
-    (SERVICE_MODEL, (*_SERVICE, "model_name")),
+    (SERVICE_MODEL, (*_SERVICE, "model_name", "pods")),
 )
 
 
@@ -126,13 +127,15 @@ def set_conditions(namespace: str, name: str, conditions: Iterable[tuple[str, bo
         _NOT_READY[(namespace, name)] = not_ready
 
 
-def set_model(namespace: str, name: str, model: str) -> None:
-    """The model_name the service's engines serve; one series, whatever the spec said before."""
+def set_model(namespace: str, name: str, model: str, pods: str) -> None:
+    """The model_name the service's engines serve and the regex of its target's pod names (two services of one
+    model in a namespace, a canary beside the main Deployment, must not share the dashboard's panels); one series,
+    whatever the spec said before."""
     was = _MODELS.get((namespace, name))
-    if was is not None and was != model:
-        SERVICE_MODEL.remove(namespace, name, was)
-    SERVICE_MODEL.labels(namespace, name, model).set(1)
-    _MODELS[(namespace, name)] = model
+    if was is not None and was != (model, pods):
+        SERVICE_MODEL.remove(namespace, name, *was)
+    SERVICE_MODEL.labels(namespace, name, model, pods).set(1)
+    _MODELS[(namespace, name)] = (model, pods)
 
 
 def forget_figures(namespace: str, name: str) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 from inferscale.adapters.engine_args import engine_limits
 from inferscale.adapters.kube import KubeApi, KubeError
 from inferscale.adapters.observation import Workload, observe, pod_loads
-from inferscale.adapters.prometheus import deployment_of
+from inferscale.adapters.prometheus import deployment_of, deployment_pods
 from inferscale.adapters.workload import (
     Starts,
     TimeToReadyMeasure,
@@ -581,7 +581,7 @@ async def reconcile(rt: Runtime, tick: Tick, body: Mapping[str, Any]) -> Decisio
     )
     rates = rt.history.get(key) or ()
     decision = decide(obs, policy, state, now, rates)
-    metrics.set_model(ns, name, spec.model.name)
+    metrics.set_model(ns, name, spec.model.name, deployment_pods(target))
 
     acted = ahead = unconfirmed = False
     failed: Condition | None = None

@@ -5,6 +5,7 @@ import asyncio
 import contextlib
 import http.server
 import json
+import re
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ from inferscale.adapters.prometheus import (
     build_queries,
     build_rate_history_query,
     deployment_of,
+    deployment_pods,
 )
 
 
@@ -90,6 +92,24 @@ def test_rate_history_is_kept_per_deployment_of_a_model() -> None:
 )
 def test_a_pods_deployment_is_read_from_its_name(pod: str, deployment: str) -> None:
     assert deployment_of(pod) == deployment
+
+
+@pytest.mark.parametrize(
+    ("deployment", "pods", "others"),
+    [
+        ("vllm-8b", ["vllm-8b-7d9f8c6b5-x2x4q"], ["vllm-8b-canary-7d9f8c6b5-x2x4q", "vllm-8b-7d9f8c6b5-x2x4"]),
+        ("llm.v2", ["llm.v2-7d9f8c6b5-x2x4q"], ["llmxv2-7d9f8c6b5-x2x4q"]),  # its '.' is a dot, not any character
+        # 50 characters: Kubernetes cut <deployment>-<hash>- to 58 before the random suffix
+        (LONG := "qwen2-5-72b-instruct-awq-tp4-ranking-prod-euw1-a.b", [f"{LONG}-7d9f8c6x2x4q"], [f"{LONG}-7d9f8"]),
+    ],
+)
+def test_a_deployments_pods_regex_needs_no_escaping_in_promql_or_grafana(
+    deployment: str, pods: list[str], others: list[str]
+) -> None:
+    regex = deployment_pods(deployment)
+    assert "\\" not in regex  # the dashboard's `pods` variable goes into a PromQL string as it is
+    assert all(re.fullmatch(regex, p) for p in pods)
+    assert not any(re.fullmatch(regex, p) for p in others)
 
 
 class Silent:

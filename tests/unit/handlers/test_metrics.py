@@ -63,13 +63,15 @@ def test_a_service_no_longer_listed_loses_its_series_unless_its_namespace_went_u
 
 
 def test_a_service_has_one_model_series_the_one_it_was_last_decided_on() -> None:
-    def model(name: str) -> float | None:
+    def model(name: str, pods: str = "vllm-.+") -> float | None:
         return REGISTRY.get_sample_value(
-            "inferscale_service_model", {"namespace": "m4", "name": "s", "model_name": name}
+            "inferscale_service_model", {"namespace": "m4", "name": "s", "model_name": name, "pods": pods}
         )
 
-    metrics.set_model("m4", "s", "llama")
-    metrics.set_model("m4", "s", "qwen")  # the spec's model.name edited
+    metrics.set_model("m4", "s", "llama", "vllm-.+")
+    metrics.set_model("m4", "s", "qwen", "vllm-.+")  # the spec's model.name edited
     assert (model("llama"), model("qwen")) == (None, 1)
+    metrics.set_model("m4", "s", "qwen", "qwen-.+")  # and its scaleTargetRef
+    assert (model("qwen"), model("qwen", "qwen-.+")) == (None, 1)
     metrics.forget_services(set(), lambda ns: False)
-    assert model("qwen") is None
+    assert model("qwen", "qwen-.+") is None

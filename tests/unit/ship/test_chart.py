@@ -11,6 +11,7 @@ import yaml
 from tests.unit.ship.conftest import Render
 from tests.unit.ship.helpers import CHART, KUBE_VERSION, by_kind, run_helm, tool
 
+from inferscale.adapters.prometheus import deployment_pods
 from inferscale.sim.vllm_buckets import TTFT_BUCKETS
 
 ALL_ON = ["--set", "serviceMonitor.enabled=true,prometheusRule.enabled=true,grafanaDashboard.enabled=true"]
@@ -602,10 +603,13 @@ def test_a_long_release_name_still_names_a_valid_metrics_service_and_its_job(hel
     assert f'up{{job="{name}"}}' in alerts["InferscaleOperatorDown"]["expr"]
 
 
-def _engine_series(model: str, names: dict[str, str]) -> list[dict[str, str]]:
-    """One pod of `model` exporting the families `names` maps (role -> metric name): 15-s samples for 10 minutes."""
-    pod = f'namespace="llm",pod="{model}-7d9f8c6b5-x2x4q",model_name="{model}"'
+def _engine_series(model: str, names: dict[str, str], deployment: str = "") -> list[dict[str, str]]:
+    """One pod of `model` exporting the families `names` maps (role -> metric name): 15-s samples for 10 minutes.
+    Its Deployment is named after the model unless `deployment` names another, whose pod reads other figures."""
+    pod = f'namespace="llm",pod="{deployment or model}-7d9f8c6b5-x2x4q",model_name="{model}"'
     values = {"kv": "0.4x40", "waiting": "3x40", "running": "5x40", "itl_sum": "0+0.3x40", "itl_count": "0+15x40"}
+    if deployment:  # a canary of the same model beside it, busier: none of it may reach the service's panels
+        values = {"kv": "0.9x40", "waiting": "30x40", "running": "50x40", "itl_sum": "0+3x40", "itl_count": "0+15x40"}
     series = [{"series": f"{names[role]}{{{pod}}}", "values": v} for role, v in values.items()]
     for le, v in (("0.1", "0+15x40"), ("0.5", "0+30x40"), ("+Inf", "0+30x40")):  # 1/s under 0.1 s, 1/s under 0.5 s
         series.append({"series": f'{names["ttft"]}{{{pod},le="{le}"}}', "values": v})
@@ -657,11 +661,14 @@ def test_the_dashboard_s_engine_panels_read_every_engine_the_operator_reads(rend
     for expr in panels:
         (value,) = [v for key, v in expected.items() if key in expr]
         for model in ENGINES:
+            pods = deployment_pods(model)  # the service's `pods` label, as the operator sets it
             promql = expr.replace("$namespace", "llm").replace("$model", model).replace("$__rate_interval", "1m")
+            promql = promql.replace("$pods", pods)
             rounded = f"round({promql}, 0.001)"  # rate() extrapolates in floats: 0.46 reads 0.45999999999999996
             cases.append({"expr": rounded, "eval_time": "5m", "exp_samples": [{"labels": "{}", "value": value}]})
     assert len(cases) == 7 * len(ENGINES)  # TTFT P95 and P50, ITL, KV mean and max, waiting, running
     series = [s for model, names in ENGINES.items() for s in _engine_series(model, names)]
+    series += [s for model, names in ENGINES.items() for s in _engine_series(model, names, f"{model}-canary")]
     (tmp_path / "rules.yml").write_text(yaml.safe_dump({"groups": []}))
     test = {"interval": "15s", "input_series": series, "promql_expr_test": cases}
     (tmp_path / "tests.yml").write_text(yaml.safe_dump({"rule_files": ["rules.yml"], "tests": [test]}))
@@ -671,6 +678,8 @@ def test_the_dashboard_s_engine_panels_read_every_engine_the_operator_reads(rend
     # the model list is the operator's, whatever engine serves it (it was vLLM's gauge alone, then SGLang's too)
     (model,) = [v for v in dashboard["templating"]["list"] if v["name"] == "model"]
     assert "inferscale_service_model" in model["query"]["query"]
+    (pods,) = [v for v in dashboard["templating"]["list"] if v["name"] == "pods"]
+    assert "inferscale_service_model" in pods["query"]["query"] and pods["hide"] == 2
 
 
 def _alerts_rules(render: Render, tmp_path: Any, *names: str) -> dict[str, dict[str, Any]]:
