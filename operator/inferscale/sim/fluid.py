@@ -229,7 +229,18 @@ def run_fluid(
             if (served_rate := minute.rate(minute.served)) is not None:  # None inside an outage: cleared
                 history.append(RateSample(now, served_rate))
             next_history += 60.0
-        if now >= next_decide:
+        # sampled before this instant's decision: a row's counts are those of the step it closes, as its load is
+        if now >= next_sample:
+            timeline.at.append(now)
+            timeline.load_rps.append(arrived_sample / cfg.timeline_step)
+            timeline.provisioned.append(ready + len(pending))
+            timeline.ready.append(ready)
+            # the 2-m window's, as the request-level timeline records what the operator observes
+            timeline.ttft_p95.append(latency.ttft_p95() if view.keeps(now) else None)
+            arrived_sample = 0.0
+            next_sample += cfg.timeline_step
+        # none at the end of the replay: a scale no one pays for is no action (as `run.run_policy`)
+        if now >= next_decide and now < duration - 1e-9:
             lengths = (point.mean_input or default_in, point.mean_output or default_out)
             obs = _observation(
                 now,
@@ -253,16 +264,8 @@ def run_fluid(
                         heapq.heappush(pending, (now + cfg.time_to_ready.sample(rng), serial))
                 else:
                     ready -= current - want - cancel_newest(pending, current - want)
+        if now >= next_decide:
             next_decide += policy.interval
-        if now >= next_sample:
-            timeline.at.append(now)
-            timeline.load_rps.append(arrived_sample / cfg.timeline_step)
-            timeline.provisioned.append(ready + len(pending))
-            timeline.ready.append(ready)
-            # the 2-m window's, as the request-level timeline records what the operator observes
-            timeline.ttft_p95.append(latency.ttft_p95() if view.keeps(now) else None)
-            arrived_sample = 0.0
-            next_sample += cfg.timeline_step
     scores = Scores(
         slo_attainment=met / total if total > 0 else math.nan,
         gpu_hours=gpu_seconds / 3600,

@@ -150,13 +150,7 @@ def run_policy(
                 fleet.reap(tau)
                 observer.scrape(tau, fleet, arrived, view.keeps(tau))
                 next_scrape += cfg.scrape_interval
-            if next_decide <= tau:
-                obs = observer.observe(tau, fleet)
-                asked = view.replicas(policy.decide, obs, tau, observer.rate_history)
-                if asked is not None:
-                    fleet.scale_to(asked, tau)
-                    log.after_decide(obs, tau)
-                next_decide += interval
+            # sampled before this instant's decision: a row's counts are those of the step it closes, as its load is
             if next_sample <= tau:
                 obs = observer.observe(tau, fleet)
                 timeline.at.append(tau)
@@ -166,6 +160,15 @@ def run_policy(
                 timeline.ttft_p95.append(obs.ttft_p95 if view.keeps(tau) else None)  # nothing seen inside an outage
                 arrived_since_sample = 0
                 next_sample += cfg.timeline_step
+            # none at the end of the arrivals: the fleet is frozen there, and a scale no one pays for is no action
+            if next_decide <= tau and tau < workload.duration:
+                obs = observer.observe(tau, fleet)
+                asked = view.replicas(policy.decide, obs, tau, observer.rate_history)
+                if asked is not None:
+                    fleet.scale_to(asked, tau)
+                    log.after_decide(obs, tau)
+            if next_decide <= tau:
+                next_decide += interval
 
     arrivals = workload.arrival.tolist()
     inputs = workload.input_tokens.tolist()

@@ -195,3 +195,23 @@ def test_a_scale_down_cancels_the_youngest_pending_replicas_as_a_replicaset_does
     assert pending[0] == (100.0, 1)  # still a heap: the next Ready is the earliest
     assert cancel_newest(pending, 5) == 2 and pending == []  # the rest come off the Ready replicas
     assert cancel_newest(pending, 0) == 0
+
+
+class Timetable(Fixed):
+    """{from_time: replicas}, as test_run's Scripted."""
+
+    def __init__(self, plan: dict[int, int]) -> None:
+        super().__init__(0)
+        self.plan = plan
+
+    def decide(self, obs: Observation, now: float, rate_history: Sequence[RateSample]) -> int:
+        self.seen.append(obs)
+        return self.plan[max(t for t in self.plan if t <= now)]
+
+
+def test_a_fluid_timeline_row_counts_the_minute_it_closes_and_no_decision_is_made_at_the_end() -> None:
+    policy = Timetable({0: 2, 120: 5, 360: 3, 600: 9})
+    r = run_fluid(flat(0.5 * CAPACITY, hours=1.0), 600.0, policy, PROFILE, cfg(2, ttr="50s"))
+    assert r.timeline.provisioned == [2, 2, 5, 5, 5, 5, 3, 3, 3, 3]  # the ask at 120 is the next row's
+    assert r.scores.scale_actions == 2  # the 9 asked for at 600, the replay's end, is no action
+    assert sum(r.timeline.provisioned) * 60 * PROFILE.gpus == pytest.approx(r.scores.gpu_hours * 3600)

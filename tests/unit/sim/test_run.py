@@ -100,6 +100,25 @@ def test_gpu_hours_and_the_provisioned_timeline_count_a_replica_draining_after_i
     assert provisioned_s == pytest.approx(expected_s, abs=60 * 2)
 
 
+def test_a_timeline_row_counts_the_replicas_of_the_minute_it_closes_when_a_scale_lands_on_it(
+    engine_cfg: EngineConfig,
+) -> None:
+    # scales on sample instants (every policy whose interval divides the minute makes them there): the row at
+    # t=120 closes a minute of 2 replicas, not of the 5 asked for at that instant
+    empty = Workload("empty", np.array([]), np.array([], dtype=np.int64), np.array([], dtype=np.int64), 600.0)
+    r = run_policy(empty, Scripted({0: 2, 120: 5, 360: 3}), config(engine_cfg, 2, ttr="50s"))
+    assert r.timeline.provisioned == [2, 2, 5, 5, 5, 5, 3, 3, 3, 3]
+    assert sum(r.timeline.provisioned) * 60 * 2 == pytest.approx(r.scores.gpu_hours * 3600)
+
+
+def test_no_decision_is_made_or_counted_at_the_end_of_the_arrivals(engine_cfg: EngineConfig) -> None:
+    empty = Workload("empty", np.array([]), np.array([], dtype=np.int64), np.array([], dtype=np.int64), 600.0)
+    policy = Scripted({0: 2, 600: 5})
+    r = run_policy(empty, policy, config(engine_cfg, 2, ttr="50s"))
+    assert r.scores.scale_actions == 0 and r.scores.gpu_hours * 3600 == pytest.approx(2 * 2 * 600)
+    assert len(policy.seen) == 59  # every 10 s from the first at 10 to 590
+
+
 def test_same_seed_same_result_and_the_seed_drives_time_to_ready(engine_cfg: EngineConfig) -> None:
     w = poisson(20, 900, seed=1)
     plan = {0: 2, 200: 6, 600: 3}
