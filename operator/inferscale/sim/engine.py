@@ -180,6 +180,9 @@ class ReplicaEngine:
         self.num_preemptions_total = 0
         self.rejected_total = 0  # prompts that can never fit the KV cache (vLLM refuses them)
         self.last_finish_at: float | None = None
+        # Requests finished at `last_finish_at`: when that is the end of the step in flight (past the time the router
+        # asks at), they are still in flight then (`outstanding_at`).
+        self._finished_last = 0
         self.ttft_buckets = [0] * (len(TTFT_BUCKETS) + 1)
         self.ttft_sum = 0.0
         self.ttft_count = 0
@@ -212,6 +215,13 @@ class ReplicaEngine:
     def kv_usage(self) -> float:
         """`vllm:kv_cache_usage_perc`: fraction of KV blocks in use, 0..1."""
         return min(1.0, self.kv_used_tokens / self.cfg.kv_capacity_tokens)
+
+    def outstanding_at(self, t: float) -> int:
+        """Requests in flight at `t` (no earlier than the last `advance`'s `until`): `outstanding` and the ones the
+        step in flight finishes at its end past `t`, which a router at `t` still counts (their responses are not
+        complete). Whether the engine was advanced past `t` then does not change what a router sees."""
+        last = self.last_finish_at
+        return self.outstanding + (self._finished_last if last is not None and last > t else 0)
 
     @property
     def idle(self) -> bool:
@@ -453,6 +463,7 @@ class ReplicaEngine:
             heapq.heappop(heap)
 
     def _finish(self, seq: _Seq, end: float) -> None:
+        self._finished_last = self._finished_last + 1 if end == self.last_finish_at else 1
         self.last_finish_at = end
         self.outstanding -= 1
         self.request_success_total += 1

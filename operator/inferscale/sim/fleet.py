@@ -208,7 +208,7 @@ class Fleet:
         for e in self._ready_engines:
             if e.horizon <= now:
                 e.advance(now)
-            o = e.outstanding
+            o = e.outstanding_at(now)
             if o < least:
                 least = o
                 best = e
