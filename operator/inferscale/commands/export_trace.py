@@ -210,8 +210,8 @@ def summary(traffic: Traffic, series: Sequence[Window], window: float, out: str)
         f"wrote {len(series)} windows of {format_duration(window)} ({first} to {last} UTC) of {traffic.namespace}/"
         f"{traffic.model_name} ({engines}) to {out}"
     )
-    if known:
-        text += f": mean {sum(known) / len(series):.2f} req/s, peak {max(known):.2f} req/s arriving"
+    if known:  # the mean of the windows seen: the replay fills a gap from the windows beside it, not with a zero
+        text += f": mean {sum(known) / len(known):.2f} req/s, peak {max(known):.2f} req/s arriving"
     behind = [w for w in series if w.rate is not None and w.finished is not None and w.rate > BEHIND * w.finished]
     if behind:
         most = max(behind, key=lambda w: (w.rate or 0.0) - (w.finished or 0.0))

@@ -438,7 +438,9 @@ def plan(
     duration: DurationOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
-    """Size a deployment: memory breakdown, KV capacity, one replica's capacity at the SLO, replicas and cost."""
+    """Size a deployment: memory breakdown, KV capacity, one replica's capacity at the SLO, replicas and cost.
+    Exit 2 on bad input; 1 when a load was given (--rps or --trace) and no replica count serves it at the SLO (the
+    plan is still printed, with why)."""
     try:
         traffic = None
         trace_only = (
@@ -478,3 +480,8 @@ def plan(
         typer.echo(json.dumps(result, indent=2))
     else:
         _render(result, Console())
+    if (rps is not None or traffic is not None) and result["replicas_needed"] is None:
+        # the plan is printed, but a script that sizes from replicas_needed must not read null as an answer
+        why = result["unattainable"] or "no replica count serves this load at the SLO"
+        typer.echo(f"error: no replica count for this load: {why}", err=True)
+        raise typer.Exit(1)

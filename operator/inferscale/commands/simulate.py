@@ -51,6 +51,7 @@ from inferscale.commands.replay_options import (
     trace_window,
 )
 from inferscale.perf import PerfError, model_spec
+from inferscale.perf.capacity import slo_floor
 from inferscale.scaling.durations import format_duration
 from inferscale.scaling.types import Release
 from inferscale.sim.decisions import write_jsonl
@@ -201,8 +202,10 @@ def too_short(prepared: Prepared | FluidPrepared) -> str | None:
     ready_by = first + cfg.time_to_ready.high
     if span >= ready_by:
         return None
-    if span <= first:
+    if span <= cfg.warmup:
         why = f"is no longer than the policies' {start}: no policy can act"
+    elif span <= first:  # --interval is inferscale's: the baselines decide on their own from the warm-up on
+        why = f"is no longer than inferscale's {start}: inferscale cannot act"
     else:
         why = (
             f"is shorter than the {start} plus the {format_duration(cfg.time_to_ready.high)} top of "
@@ -407,6 +410,37 @@ def load(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
         return _prepare(scenario, mode.lower())
 
 
+def _sizable(prepared: Prepared | FluidPrepared) -> None:
+    """The replay sizes its fleets (warm start, max replicas, the oracle's and static peak's counts) from one
+    replica's capacity at the SLO at the trace's mean lengths. An SLO below what an idle replica reaches there is
+    refused: every fleet would be sized from a placeholder (4 replicas at most on a trace that needs hundreds), and
+    each score read as the policies' failure. Lengths the capacity model cannot size (a long prompt over a token
+    budget its short answer's steps cannot spread it over) still replay, with the placeholder said."""
+    ctx, s = prepared.context, prepared.scenario
+    mean_in, mean_out = ctx.mean_input_tokens, ctx.mean_output_tokens
+    if ctx.capacity_rps(mean_in, mean_out) > 0:
+        return
+    try:
+        floor = slo_floor(prepared.profile, mean_in, mean_out)
+    except PerfError:
+        floor = None
+    p = prepared.profile
+    at = f"at the trace's mean lengths ({mean_in:,.0f} tokens in, {mean_out:,.0f} out) on {p.model} / {p.gpu} TP{p.tp}"
+    if floor is not None and (floor[0] > s.slo_ttft or floor[1] > s.slo_itl):
+        raise SimulateInputError(
+            f"no replica count meets --slo-ttft {format_duration(s.slo_ttft)} and --slo-itl "
+            f"{format_duration(s.slo_itl)} {at}: an idle replica reaches TTFT P95 {format_duration(floor[0])} and "
+            f"mean ITL {format_duration(floor[1])} at best, so the replay has no fleet size to start from or cap at; "
+            "set the SLO above that floor or choose a larger --gpu or --tp (`inferscale plan` gives the floor)"
+        )
+    print(
+        f"warning: the capacity model gives no rate per replica {at} (`inferscale plan` says why), so the fleets "
+        f"start at {ctx.initial_replicas} and are capped at {ctx.max_replicas} replicas, not sized from the load; "
+        "the oracle and static-peak hold that cap",
+        file=sys.stderr,
+    )
+
+
 def outage_within(prepared: Prepared | FluidPrepared) -> None:
     """An outage that starts after the replay has ended would leave every policy as it was, silently."""
     outage, span = prepared.scenario.outage, _span(prepared)
@@ -588,6 +622,7 @@ def simulate(
                 f"--baseline-target {', '.join(idle)}: not among the policies; add --policy {' --policy '.join(idle)}"
             )
         prepared = load(scenario, mode)
+        _sizable(prepared)  # `tune` explains an SLO no count meets in its answer; a replay has none to give
         outage_within(prepared)
 
     note_limits(prepared)

@@ -20,9 +20,9 @@ BASE = ["plan", "--model", "llama-3.1-8b", "--gpu", "h100-80gb"]
 LOAD = ["--rps", "100", "--input-tokens", "1000", "--output-tokens", "200"]
 
 
-def _json(args: list[str]) -> dict[str, Any]:
+def _json(args: list[str], code: int = 0) -> dict[str, Any]:
     result = runner.invoke(app, [*args, "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == code, result.output
     data: dict[str, Any] = json.loads(result.stdout)
     return data
 
@@ -54,7 +54,7 @@ def test_without_lengths_capacity_is_unknown_not_zero() -> None:
 
 
 def test_unattainable_slo_reports_zero_capacity_and_no_replica_count() -> None:
-    plan = _json([*BASE, *LOAD, "--slo-itl", "2ms"])
+    plan = _json([*BASE, *LOAD, "--slo-itl", "2ms"], code=1)  # the plan, and an exit a script cannot read as sized
     assert plan["replica_capacity_rps"] == 0.0 and plan["replicas_needed"] is None
     assert plan["operating_point"]["limited_by"] == "unattainable"
 
@@ -192,7 +192,7 @@ def test_a_request_as_long_as_the_context_window_is_planned(model: str, context:
 def test_an_slo_no_load_meets_is_explained_with_the_floor_one_replica_reaches(
     slos: list[str], named: str, not_named: str | None
 ) -> None:
-    plan = _json([*BASE, *LOAD, *slos])
+    plan = _json([*BASE, *LOAD, *slos], code=1)
     ttft, itl = slo_floor(replica_profile("llama-3.1-8b", "h100-80gb"), 1000, 200) or (0.0, 0.0)
     assert plan["slo_floor"] == {"ttft_p95": pytest.approx(ttft), "itl": pytest.approx(itl)}
     note = plan["unattainable"]
@@ -200,7 +200,8 @@ def test_an_slo_no_load_meets_is_explained_with_the_floor_one_replica_reaches(
     assert "TTFT P95 23.1 ms and mean ITL 6.0 ms at best" in note  # rounded up, so that SLO is reachable
     assert not_named is None or not_named not in note
     result = runner.invoke(app, [*BASE, *LOAD, *slos])
-    assert result.exit_code == 0 and f"note: {note}." in " ".join(result.stdout.split())  # the console wraps it
+    assert result.exit_code == 1 and f"note: {note}." in " ".join(result.stdout.split())  # the console wraps it
+    assert f"error: no replica count for this load: {note}" in result.stderr
     # the floor is what it says: an SLO just above it leaves capacity
     assert _json([*BASE, *LOAD, "--slo-ttft", "29ms", "--slo-itl", "6.0ms"])["replica_capacity_rps"] > 0
 
@@ -343,11 +344,11 @@ def test_trace_gpu_hours_count_every_gpu_of_a_replica(tmp_path: Any) -> None:
 
 def test_trace_with_no_servable_window_gives_no_figure_and_says_why(tmp_path: Any) -> None:
     trace = _azure(tmp_path, [(60, 1000), (60, 1000)])
-    plan = _json([*BASE, "--trace", str(trace), "--slo-itl", "1ms"])
+    plan = _json([*BASE, "--trace", str(trace), "--slo-itl", "1ms"], code=1)
     assert plan["replicas_needed"] is None and plan["trace"]["unattainable_windows"] == 2
     assert plan["trace"]["gpu_hours_at_peak"] is None and plan["trace"]["cost_following_need"] is None
     result = runner.invoke(app, [*BASE, "--trace", str(trace), "--slo-itl", "1ms"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0 and "n/a: no window can be served" in result.stdout
+    assert result.exit_code == 1 and "n/a: no window can be served" in result.stdout
     assert "in 2 of 2 windows no replica count serves the requests" in result.stdout
 
 

@@ -394,9 +394,9 @@ def test_an_interval_that_puts_the_first_decision_past_the_replay_warns_as_a_rep
     code, _, stderr = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--interval", "9999h")
     assert code == 0
     (warning,) = [line for line in stderr.splitlines() if line.startswith("warning:")]
-    assert (
-        "first decision at 9999h (the first tick of --interval 9999h past the 2m warm-up): no policy can act" in warning
-    )
+    # --interval is inferscale's own: the baselines still decide from the warm-up on
+    assert "inferscale's first decision at 9999h (the first tick of --interval 9999h past the 2m warm-up)" in warning
+    assert "inferscale cannot act" in warning and "no policy" not in warning
 
 
 def test_fluid_mode_replays_the_rate_curve_with_the_same_json(azure_trace: Path, tmp_path: Path) -> None:
@@ -491,6 +491,22 @@ def test_the_engines_token_budget_reaches_the_replicas_and_the_json(tmp_path: Pa
     # a 12,000-token prompt takes 12 steps at a 1,024-token budget, 2 at vLLM's 8,192: 10 more fixed step costs
     step = replica_profile("llama-3.1-8b", "h100-80gb").step.c0
     assert ttft_p95("--max-num-batched-tokens", "1024") - ttft_p95() == pytest.approx(10 * step, rel=0.2)
+
+
+def test_an_slo_no_replica_count_meets_is_refused_and_a_fleet_the_model_cannot_size_is_said(tmp_path: Path) -> None:
+    trace = tmp_path / "long.csv"  # ten minutes of 2 requests/s with 12,000-token prompts and short answers
+    rows = [f"2023-11-16 18:{10 + int(i // 120):02d}:{(i * 0.5) % 60:09.6f},12000,8\n" for i in range(1200)]
+    trace.write_text(AZURE_HEADER + "".join(rows))
+    # an idle replica's TTFT P95 at 12,000 tokens is about 220 ms: every fleet would be a 4-replica placeholder
+    code, _, stderr = invoke("--trace", str(trace), "--policy", "oracle", "--slo-ttft", "100ms", "--workers", "1")
+    assert code == 2 and "no replica count meets --slo-ttft 100ms" in stderr and "idle replica reaches" in stderr
+    assert "Traceback" not in stderr
+    # at a 1,024-token budget the capacity model cannot spread the prompt over 8 answer steps: the replay runs,
+    # and says its fleets are not sized from the load
+    args = ("--policy", "static-peak", "--slo-ttft", "5s", "--max-num-batched-tokens", "1024", "--workers", "1")
+    code, stdout, stderr = invoke("--trace", str(trace), "--time-to-ready", "60s", *args)
+    assert code == 0, stdout
+    assert "capped at 4 replicas, not sized from the load" in stderr
 
 
 def test_the_table_shows_a_short_replays_gpu_hours_rather_than_zero() -> None:

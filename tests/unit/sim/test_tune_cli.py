@@ -91,7 +91,7 @@ def test_a_replay_too_short_for_a_value_to_matter_is_refused_rather_than_answere
     assert "capacityUtilization:" not in stdout
     # an --interval past the replay: every value ties with no decision made
     code, stdout, stderr = invoke(azure_trace, "--interval", "9999h", "--capacity-utilization", "0.8")
-    assert code == 2 and "first decision at 9999h" in stderr and "no policy can act" in stderr
+    assert code == 2 and "first decision at 9999h" in stderr and "inferscale cannot act" in stderr
     assert "capacityUtilization:" not in stdout
 
 
