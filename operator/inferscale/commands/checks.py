@@ -140,6 +140,8 @@ def output_file(flag: str, path: Path) -> None:
     folder = path.parent
     if path.is_dir():
         raise InputError(f"{flag} {path}: is a directory; give a file name")
+    if path.is_fifo():  # opened with no reader, it blocks the command forever, before any work or message
+        raise InputError(f"{flag} {path}: is a named pipe; give a file name")
     if not folder.exists():
         raise InputError(f"{flag} {path}: folder {folder} does not exist")
     if not folder.is_dir():

@@ -230,6 +230,15 @@ def test_unusable_output_paths_exit_2_before_the_replay(
     assert not (tmp_path / "missing").exists()  # neither output creates folders
 
 
+@pytest.mark.parametrize("option", ["--json", "--plot", "--decisions"])
+@pytest.mark.usefixtures("no_replay")
+def test_a_named_pipe_as_an_output_is_refused_not_waited_on(azure_trace: Path, tmp_path: Path, option: str) -> None:
+    pipe = tmp_path / "pipe.png"
+    os.mkfifo(pipe)  # no reader: opening it to write would block the command before any message
+    code, _, stderr = invoke("--trace", str(azure_trace), option, str(pipe))
+    assert code == 2 and f"error: {option} {pipe}: is a named pipe" in stderr
+
+
 @pytest.mark.usefixtures("no_replay")
 def test_checking_an_output_path_leaves_no_file_behind(azure_trace: Path, tmp_path: Path) -> None:
     # --json is checked (by creating the file) and passes; --plot fails after it: nothing may be left
