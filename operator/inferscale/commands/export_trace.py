@@ -291,6 +291,11 @@ def export_trace(
             )
         if step > span:
             raise checks.InputError(f"--window {window} is longer than --since {since}")
+        if span < 2 * step:  # the curve's window is the spacing of its rows, which one row does not have
+            raise checks.InputError(
+                f"--since {since} holds one --window {window}: a curve needs two windows or more to say its window "
+                "(one alone is read as ServeGen's 10 minutes); give a longer --since or a shorter --window"
+            )
         end_at = _until(until)
         if end_at - span < 0:
             raise checks.InputError(f"--since {since} reaches back before 1970 (Unix time 0)")

@@ -233,6 +233,8 @@ def test_the_whole_model_counts_every_deployment_of_it_and_a_window_of_a_minute_
         (["-n", "LLM"], "--namespace 'LLM' is not a namespace name"),
         (["-n", "llm", "--window", "30s"], "--window must be whole seconds and at least 1m"),
         (["-n", "llm", "--window", "3h"], "--window 3h is longer than --since 2h"),
+        (["-n", "llm", "--window", "1m", "--since", "1m"], "--since 1m holds one --window 1m: a curve needs two"),
+        (["-n", "llm", "--window", "1h", "--since", "90m"], "--since 90m holds one --window 1h"),
         (["-n", "llm", "--since", "a week"], "--since: invalid duration 'a week'"),
         # before anything is asked of Prometheus (the windows of 11 million years were built in memory first)
         (["-n", "llm", "--since", "99999999999h"], "--since 99999999999h reaches back before 1970 (Unix time 0)"),
