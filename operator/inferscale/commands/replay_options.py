@@ -94,7 +94,11 @@ MaxNumBatchedTokensOpt = Annotated[
 JsonOpt = Annotated[Path | None, typer.Option("--json", help="Write the results as JSON here.")]
 WorkersOpt = Annotated[
     int,
-    typer.Option("--workers", help="Processes running the replays in parallel; 0: one per replay, up to the cores."),
+    typer.Option(
+        "--workers",
+        help="Processes running the replays in parallel; 0: one per replay, up to the cores it may use (its CPU "
+        "affinity and cgroup CPU limit).",
+    ),
 ]
 ModeOpt = Annotated[
     str,

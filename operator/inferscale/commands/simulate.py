@@ -476,7 +476,7 @@ def replay(
     """Each named policy on its own fleet over the same replay, with a progress bar on stderr."""
     names = list(policies)
     # A process per replay at most: more would be forked copies of the workload with nothing to run.
-    n_workers = min(workers or os.cpu_count() or 1, len(names))
+    n_workers = min(workers or usable_cpus(), len(names))
     with Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -521,9 +521,22 @@ def write_json(json_out: Path, doc: dict[str, Any]) -> bool:
     return True
 
 
+def usable_cpus(cpu_max: Path = Path("/sys/fs/cgroup/cpu.max")) -> int:
+    """The CPUs this process may use: those it is pinned to, fewer under a cgroup v2 CPU quota (a pod's CPU limit),
+    where a copy of the workload per core of a large node would only compete for the quota."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, math.ceil(int(quota) / int(period))))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 file, or one this kernel words otherwise: the affinity alone
+    return cpus
+
+
 def workers_count(workers: int) -> int:
     if workers < 0:
-        raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the cores), got {workers}")
+        raise SimulateInputError(f"--workers must be >= 0 (0 = one per policy, up to the usable cores), got {workers}")
     return workers
 
 

@@ -588,3 +588,11 @@ def test_a_peers_target_given_reaches_the_replay_and_moves_its_fleet(tmp_path: P
     # a GPU kept 95% busy takes fewer replicas than one kept at 60%
     hours = [doc["policies"]["hpa-gpu-util"]["gpu_hours"] for doc in (default, given)]
     assert hours[1] < 0.8 * hours[0], hours
+
+
+@pytest.mark.parametrize(("cpu_max", "limit"), [("200000 100000\n", 2), ("50000 100000\n", 1), ("max 100000\n", None)])
+def test_workers_by_default_stay_within_the_cgroups_cpu_limit(tmp_path: Path, cpu_max: str, limit: int | None) -> None:
+    pinned = len(os.sched_getaffinity(0))
+    (tmp_path / "cpu.max").write_text(cpu_max)
+    assert simulate_cmd.usable_cpus(tmp_path / "cpu.max") == min(pinned, limit or pinned)
+    assert simulate_cmd.usable_cpus(tmp_path / "absent") == pinned
