@@ -284,10 +284,8 @@ class KilledAfterScale(Interleaving):
         return done
 
 
-@pytest.mark.parametrize("scaled", [True, False])
-async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
-    monkeypatch: pytest.MonkeyPatch, scaled: bool
-) -> None:
+async def killed_after_its_scale(monkeypatch: pytest.MonkeyPatch) -> tuple[Server, list[dict[str, Any]]]:
+    """A process that scales a burst up at NOW + 80 and dies right after its /scale write, before its account."""
     server = await quiet_minute(monkeypatch)
     events: list[dict[str, Any]] = []
     rt = process(server)
@@ -296,6 +294,14 @@ async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
     tick.services = [body := copy.deepcopy(server.svc)]
     with pytest.raises(Killed):
         await reconcile(rt, tick, body)
+    return server, events
+
+
+@pytest.mark.parametrize("scaled", [True, False])
+async def test_a_scale_whose_process_died_before_telling_it_is_told_by_the_next(
+    monkeypatch: pytest.MonkeyPatch, scaled: bool
+) -> None:
+    server, events = await killed_after_its_scale(monkeypatch)
     assert server.replicas > 4 and not events and "lastScaleTime" not in server.svc["status"]
     if not scaled:  # died between the record and the scale, in effect: the Deployment never moved
         server.deployment["spec"]["replicas"] = 4
@@ -348,14 +354,7 @@ async def test_a_scale_whose_account_failed_to_land_is_not_told_again_as_a_stopp
 async def test_a_lost_scale_is_told_before_the_scale_its_successor_makes_on_its_first_tick(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    server = await quiet_minute(monkeypatch)
-    events: list[dict[str, Any]] = []
-    rt = process(server)
-    rt.kube, rt.refresher = KilledAfterScale(server, events), None  # type: ignore[assignment]
-    tick = cluster(server, NOW + 80, 0.97, 40.0, 30.0)
-    tick.services = [body := copy.deepcopy(server.svc)]
-    with pytest.raises(Killed):
-        await reconcile(rt, tick, body)
+    server, events = await killed_after_its_scale(monkeypatch)
     first = server.replicas
     after = process(server)
     after.kube = Interleaving(server, events)  # type: ignore[assignment]
