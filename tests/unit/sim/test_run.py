@@ -180,3 +180,19 @@ def test_the_fleet_removes_the_least_loaded_only_for_a_policy_that_steers_deleti
         policy.steers_deletion = True  # type: ignore[attr-defined]
     run_policy(poisson(5, 30), policy, config(engine_cfg, 2))
     assert [f.least_loaded_victims for f in made] == [steers]
+
+
+def test_a_request_the_engines_refuse_is_a_miss_but_no_wait_in_the_ttft_percentiles(engine_cfg: EngineConfig) -> None:
+    w = poisson(30, 600, seed=2)
+    long = np.arange(len(w)) % 10 == 0  # a tenth of the prompts are past what a replica can take: vLLM's HTTP 400
+    too_long = w.input_tokens.copy()
+    too_long[long] = engine_cfg.longest_request + 1
+    with_refused = Workload("some refused", w.arrival, too_long, w.output_tokens, w.duration)
+    without = Workload("the rest", w.arrival[~long], w.input_tokens[~long], w.output_tokens[~long], w.duration)
+    a = run_policy(with_refused, Scripted({0: 4}), config(engine_cfg, 4))
+    b = run_policy(without, Scripted({0: 4}), config(engine_cfg, 4))
+    assert a.scores.unfinished == int(long.sum()) and b.scores.unfinished == 0
+    assert a.scores.slo_attainment == pytest.approx(b.scores.slo_attainment * (~long).sum() / len(w))
+    # the others' TTFT alone: the refused were answered at once, they did not wait to the replay's end
+    p95_p99 = (b.scores.ttft_p95_s, b.scores.ttft_p99_s)
+    assert (a.scores.ttft_p95_s, a.scores.ttft_p99_s) == pytest.approx(p95_p99, rel=1e-6)  # steps summed apart
