@@ -342,6 +342,9 @@ def scenario_json(prepared: Prepared | FluidPrepared) -> dict[str, Any]:
     too_long = _too_long(prepared) if isinstance(prepared, Prepared) else None  # fluid: mean lengths, no requests
     scenario.update(
         {
+            # the catalog's names, as `plan` prints them: " H100 " and "h100-80gb" are one GPU to join runs on
+            "model": prepared.profile.model,
+            "gpu": prepared.profile.gpu,
             "mode": mode,
             "requests": requests,
             "context_window_tokens": model_spec(prepared.profile.model).context_tokens,

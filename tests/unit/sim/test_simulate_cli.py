@@ -596,3 +596,12 @@ def test_workers_by_default_stay_within_the_cgroups_cpu_limit(tmp_path: Path, cp
     (tmp_path / "cpu.max").write_text(cpu_max)
     assert simulate_cmd.usable_cpus(tmp_path / "cpu.max") == min(pinned, limit or pinned)
     assert simulate_cmd.usable_cpus(tmp_path / "absent") == pinned
+
+
+def test_the_json_names_the_model_and_gpu_as_the_catalog_does(azure_trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    args = ("--gpu", " H100 ", "--model", "Meta-Llama/Llama-3.1-8B-Instruct", "--json", str(out), "--workers", "1")
+    code, stdout, _ = invoke("--trace", str(azure_trace), "--policy", "static-peak", "--time-to-ready", "60s", *args)
+    assert code == 0, stdout
+    scenario = json.loads(out.read_text())["scenario"]
+    assert (scenario["model"], scenario["gpu"]) == ("llama-3.1-8b", "h100-80gb")
