@@ -164,7 +164,7 @@ def _answer(
         cost = f"{gpu_hours_text(chosen.gpu_hours)} GPU-h" + (f", {ratio:.2f}× the oracle's" if ratio else "")
         return (
             f"capacityUtilization {chosen.capacity_utilization:g} is the cheapest value tried that reaches {goal}: "
-            f"{share_text(chosen.attainment)} at {cost}.\nIn the InferenceService:\n"
+            f"{share_text(chosen.attainment)} at {cost}.{_tie(trials, target, chosen)}\nIn the InferenceService:\n"
             f"  spec:\n    targets:\n      capacityUtilization: {chosen.capacity_utilization:g}"
         )
     best = best_attainment(trials)
@@ -190,6 +190,21 @@ def _answer(
         # the misses no replica count fixes: say so, or the user lowers the headroom for nothing
         lines.append(f"The engine's token budget caps it too: {advice(step, prepared.scenario.slo_itl)}.")
     return "\n".join(lines)
+
+
+def _tie(trials: list[Trial], target: float, chosen: Trial) -> str:
+    """Said when values tie with the chosen one: the replay did not tell them apart, so the choice among them is
+    the rule's (the least headroom), not evidence, and a user should not read it as a measured optimum."""
+    tied = [t for t in trials if t.meets(target) and t.gpu_hours == chosen.gpu_hours]
+    if len(tied) < 2:
+        return ""
+    scaled = any(r.scale_actions for t in tied for r in t.runs)
+    how = "the same GPU-hours" if scaled else "the same GPU-hours and no scale action"
+    values = ", ".join(f"{t.capacity_utilization:g}" for t in tied)
+    return (
+        f"\nThe values {values} tie ({how}): this replay does not tell them apart, and the highest is given as "
+        "the one holding the least headroom; check it on a longer or busier replay (--duration, --start)."
+    )
 
 
 def _idle_floor(prepared: Prepared | FluidPrepared) -> str | None:

@@ -9,6 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from inferscale.cli import app
+from inferscale.commands import tune as tune_cmd
+from inferscale.sim.scores import Scores
+from inferscale.sim.tune import Trial
 
 
 def invoke(trace: Path, *args: str) -> tuple[int, str, str]:
@@ -157,3 +160,13 @@ def test_a_start_tunes_on_the_rest_of_the_trace(azure_trace: Path, tmp_path: Pat
     # 8 of the 10 minutes of 2 requests/s x 30 (the copies are jittered across the cut)
     assert doc["scenario"]["start_s"] == 120.0
     assert doc["scenario"]["requests"] == pytest.approx(36000 * 8 / 10, rel=0.01)
+
+
+def test_values_the_replay_cannot_tell_apart_are_said_to_tie() -> None:
+    def trial(cu: float, gpu_hours: float, actions: int) -> Trial:
+        return Trial(cu, (Scores(1.0, gpu_hours, 0.1, 0.2, 0.02, actions, 100, 0),))
+
+    tied = [trial(0.5, 0.167, 0), trial(0.9, 0.167, 0)]
+    assert "The values 0.5, 0.9 tie (the same GPU-hours and no scale action)" in tune_cmd._tie(tied, 0.99, tied[1])
+    apart = [trial(0.5, 0.2, 3), trial(0.9, 0.167, 2)]
+    assert tune_cmd._tie(apart, 0.99, apart[1]) == ""
