@@ -165,7 +165,7 @@ def _too_long(prepared: Prepared) -> TooLong:
     w = prepared.workload
     length = w.input_tokens + w.output_tokens
     over = length > model_spec(prepared.profile.model).context_tokens
-    refused = length > prepared.run_config.engine.longest_request
+    refused = prepared.run_config.engine.refuses(w.input_tokens, w.output_tokens)
     return TooLong(int(np.count_nonzero(over)), int(np.count_nonzero(refused & ~over)))
 
 
@@ -413,23 +413,30 @@ def load(scenario: Scenario, mode: str) -> Prepared | FluidPrepared:
         return _prepare(scenario, mode.lower())
 
 
+def idle_floor(prepared: Prepared | FluidPrepared) -> tuple[float, float] | None:
+    """An idle replica's TTFT P95 and mean ITL at the trace's mean lengths when either is over the SLO: the miss no
+    replica count fixes. None when the SLO is above it (or the perf model has no figure at these lengths)."""
+    ctx, s = prepared.context, prepared.scenario
+    try:
+        floor = slo_floor(prepared.profile, ctx.mean_input_tokens, ctx.mean_output_tokens)
+    except PerfError:
+        return None
+    return None if floor is None or (floor[0] <= s.slo_ttft and floor[1] <= s.slo_itl) else floor
+
+
 def _sizable(prepared: Prepared | FluidPrepared) -> None:
     """The replay sizes its fleets (warm start, max replicas, the oracle's and static peak's counts) from one
     replica's capacity at the SLO at the trace's mean lengths. An SLO below what an idle replica reaches there is
     refused: every fleet would be sized from a placeholder (4 replicas at most on a trace that needs hundreds), and
     each score read as the policies' failure. Lengths the capacity model cannot size (a long prompt over a token
     budget its short answer's steps cannot spread it over) still replay, with the placeholder said."""
-    ctx, s = prepared.context, prepared.scenario
+    ctx, s, p = prepared.context, prepared.scenario, prepared.profile
     mean_in, mean_out = ctx.mean_input_tokens, ctx.mean_output_tokens
     if ctx.capacity_rps(mean_in, mean_out) > 0:
         return
-    try:
-        floor = slo_floor(prepared.profile, mean_in, mean_out)
-    except PerfError:
-        floor = None
-    p = prepared.profile
     at = f"at the trace's mean lengths ({mean_in:,.0f} tokens in, {mean_out:,.0f} out) on {p.model} / {p.gpu} TP{p.tp}"
-    if floor is not None and (floor[0] > s.slo_ttft or floor[1] > s.slo_itl):
+    floor = idle_floor(prepared)
+    if floor is not None:
         raise SimulateInputError(
             f"no replica count meets --slo-ttft {format_duration(s.slo_ttft)} and --slo-itl "
             f"{format_duration(s.slo_itl)} {at}: an idle replica reaches TTFT P95 {format_duration(floor[0])} and "

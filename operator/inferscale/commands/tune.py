@@ -38,6 +38,7 @@ from inferscale.commands.replay_options import (
 from inferscale.commands.simulate import (
     check_outputs,
     gpu_hours_text,
+    idle_floor,
     input_errors,
     load,
     note_limits,
@@ -51,7 +52,6 @@ from inferscale.commands.simulate import (
     write_json,
 )
 from inferscale.perf import PerfError, PrefillStep, advice, prefill_step
-from inferscale.perf.capacity import slo_floor
 from inferscale.scaling.durations import format_duration
 from inferscale.sim.policies.oracle import Oracle
 from inferscale.sim.run import RunResult
@@ -209,12 +209,8 @@ def _tie(trials: list[Trial], target: float, chosen: Trial) -> str:
 
 def _idle_floor(prepared: Prepared | FluidPrepared) -> str | None:
     """The SLO's miss no replica count fixes: an idle replica already over it at the trace's mean lengths."""
-    ctx, s = prepared.context, prepared.scenario
-    try:
-        floor = slo_floor(prepared.profile, ctx.mean_input_tokens, ctx.mean_output_tokens)
-    except PerfError:
-        return None
-    if floor is None or (floor[0] <= s.slo_ttft and floor[1] <= s.slo_itl):
+    floor, s = idle_floor(prepared), prepared.scenario
+    if floor is None:
         return None
     ttft, itl = floor
     return (

@@ -896,14 +896,16 @@ async def _write(
         "conditions": merge_conditions(previous, conditions, now, meta.get("generation")),
         "scaler": state_to_status(state),
     }
+    # a scale made earlier and not told then (it landed unanswered, or its operator stopped before telling it), told
+    # now, before this tick's own: when this tick acted, its record is the newest, so the one before it is looked at
+    earlier = replace(state, scale_events=state.scale_events[:-1]) if acted else state
+    if (untold := _lost_scale(rt, meta, earlier, status, ts.replicas, now)) is not None:
+        lost, told = untold
+        rt.told_lost[_service_key(meta)] = lost.at  # once, whether or not the status write below lands
+        history = await _tell(rt, body, history, lost, told, now)
+        new_status["lastScaleTime"], new_status["history"] = rfc3339(lost.at), history
+        told_late = True
     if acted:
-        # a scale made before this one and not told (it landed unanswered, or its operator stopped before telling
-        # it), told first: this tick's own record is the newest, so the one before it is looked at
-        before = replace(state, scale_events=state.scale_events[:-1])
-        earlier = _lost_scale(rt, meta, before, status, decision.current, now)
-        if earlier is not None:
-            rt.told_lost[_service_key(meta)] = earlier[0].at
-            history = await _tell(rt, body, history, *earlier, now)
         new_status["lastScaleTime"] = rfc3339(now)
         new_status["history"] = append_history(
             history, now, decision.current, decision.replicas, decision.reason.value, decision.message
@@ -912,12 +914,6 @@ async def _write(
         message = f"{decision.current} → {decision.replicas}: {decision.message}" + (f"; {steer}" if steer else "")
         await post_event(rt, body, "Normal", verb, message, now)
         metrics.SCALE_ACTIONS.labels(ns, name, direction).inc()
-    elif (untold := _lost_scale(rt, meta, state, status, ts.replicas, now)) is not None:
-        lost, told = untold
-        rt.told_lost[_service_key(meta)] = lost.at  # once, whether or not the status write below lands
-        new_status["lastScaleTime"] = rfc3339(lost.at)
-        new_status["history"] = await _tell(rt, body, history, lost, told, now)
-        told_late = True
     # the scale made (or taken back) stands whatever the user edits meanwhile: its record goes in even then
     made = ("scaler", "lastScaleTime", "history") if acted or told_late else ("scaler",) if retract else ()
     await _patch_status(rt, body, new_status, now, force=retract or told_late, keep=made)

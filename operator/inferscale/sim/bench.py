@@ -100,7 +100,7 @@ def idle_ttft(cfg: EngineConfig, input_tokens: npt.NDArray[np.int64]) -> npt.NDA
 def slo_ttft_for(input_tokens: npt.NDArray[np.int64], output_tokens: npt.NDArray[np.int64], cfg: EngineConfig) -> float:
     """The trace's TTFT target (see `SLO_TTFT_IDLE_FACTOR`), from the requests an engine accepts: a prompt
     beyond the model's context is refused, and its prefill time would set a target no served prompt needs."""
-    input_tokens = input_tokens[input_tokens + output_tokens <= cfg.longest_request]
+    input_tokens = input_tokens[~cfg.refuses(input_tokens, output_tokens)]
     if input_tokens.size == 0:
         return SLO_TTFT
     idle = float(np.quantile(idle_ttft(cfg, input_tokens), SLO_TTFT_QUANTILE))
@@ -307,7 +307,7 @@ def unloaded_ttft_misses(prepared: Prepared) -> float:
     with a TTFT alone on an idle replica (its prompt's chunked prefill steps) already above the target."""
     w, engine = prepared.workload, prepared.run_config.engine
     alone = idle_ttft(engine, w.input_tokens)
-    refused = w.input_tokens + w.output_tokens > engine.longest_request
+    refused = engine.refuses(w.input_tokens, w.output_tokens)
     return float(np.mean((alone > prepared.run_config.slo_ttft) | refused)) if w.input_tokens.size else 0.0
 
 

@@ -86,6 +86,10 @@ class EngineConfig:
         fits = self.longest_in_cache
         return fits if self.max_model_len is None else min(fits, self.max_model_len)
 
+    def refuses(self, input_tokens: Any, output_tokens: Any) -> Any:
+        """Whether the engine refuses a request of these lengths (`longest_request`); elementwise on arrays."""
+        return input_tokens + output_tokens > self.longest_request
+
     @property
     def longest_in_cache(self) -> int:
         """Prompt + output tokens one replica's KV cache holds: a block short of its capacity."""
@@ -238,7 +242,7 @@ class ReplicaEngine:
         """`submit` without building a Request: the offline replay's hot path."""
         if now > self.now:
             self.advance(now)
-        if input_tokens + output_tokens > self.cfg.longest_request:
+        if self.cfg.refuses(input_tokens, output_tokens):
             self.rejected_total += 1  # vLLM refuses a prompt that can never fit; the run counts it as a miss
             return
         self._keys += 1

@@ -201,7 +201,7 @@ def run_policy(
         cfg.slo_itl,
         fleet.gpu_seconds(workload.duration),
         fleet.scale_actions,
-        refused=(workload.input_tokens + workload.output_tokens) > cfg.engine.longest_request,
+        refused=cfg.engine.refuses(workload.input_tokens, workload.output_tokens),
     )
     if progress is not None:
         progress(1.0)
